@@ -1,0 +1,178 @@
+package dpdk
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"testing"
+)
+
+// The tests share one EAL (it initialises once per process) on virtual
+// devices, without hugepages.
+func TestMain(m *testing.M) {
+	args := []string{"--no-huge", "-m", "256", "--no-pci", "--no-shconf",
+		"--file-prefix", fmt.Sprintf("rf-dpdk-test-%d", os.Getpid()), "-l", "0-1", "--log-level", "*:error"}
+	if err := Init(args); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := Cleanup(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// ringPort brings up a net_ring port: what it transmits it receives back.
+func ringPort(t *testing.T, name string, pool *Mempool) Port {
+	t.Helper()
+	p, err := ProbeDevice(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Configure(1, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RxQueueSetup(0, 256, p.Socket(), pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.TxQueueSetup(0, 256, p.Socket()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(); err != nil {
+			t.Error(err)
+		}
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
+}
+
+func TestLcores(t *testing.T) {
+	if MainLcore() != 0 {
+		t.Errorf("main lcore %d, want 0", MainLcore())
+	}
+	if w := WorkerLcores(); len(w) != 1 || w[0] != 1 {
+		t.Errorf("workers %v, want [1]", w)
+	}
+	done := make(chan int, 1)
+	if err := Launch(1, func() { done <- 1 }); err != nil {
+		t.Fatal(err)
+	}
+	Wait(1)
+	if len(done) != 1 {
+		t.Fatal("worker function did not run")
+	}
+	if err := Launch(0, func() {}); err == nil {
+		t.Error("launch on the main lcore succeeded")
+	}
+}
+
+func TestStepLoopback(t *testing.T) {
+	pool, err := NewPktmbufPool("t_loop", 1023, 0, 2176, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Free()
+	p := ringPort(t, "net_ring_t0", pool)
+	step, err := NewStep(32, -1, []TxTarget{{Port: uint16(p), Queue: 0}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer step.Free()
+	step.SetRx(uint16(p), 0)
+
+	frames := [][]byte{bytes.Repeat([]byte{1}, 60), bytes.Repeat([]byte{2}, 1000), bytes.Repeat([]byte{3}, 64)}
+	for _, f := range frames {
+		m := pool.Alloc()
+		if m == nil {
+			t.Fatal("pool empty")
+		}
+		if err := m.SetData(f); err != nil {
+			t.Fatal(err)
+		}
+		step.Txq[0].Push(m)
+	}
+	if rx := step.Run(); len(rx) != 3 {
+		t.Fatalf("received %d packets, want 3 (ring loops back what was sent in the same step)", len(rx))
+	} else {
+		for i, m := range rx {
+			if !bytes.Equal(m.Data(), frames[i]) || m.PktLen() != len(frames[i]) || m.NbSegs() != 1 {
+				t.Errorf("packet %d differs", i)
+			}
+			step.Drop(m)
+		}
+	}
+	if got := step.Txq[0].Sent(); got != 3 {
+		t.Errorf("sent %d, want 3", got)
+	}
+	if rx := step.Run(); len(rx) != 0 {
+		t.Errorf("received %d, want 0", len(rx))
+	}
+	if pool.InUse() != 0 {
+		t.Errorf("%d mbufs still in use", pool.InUse())
+	}
+	st, err := p.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TxPackets != 3 || st.RxPackets != 3 {
+		t.Errorf("stats %+v", st)
+	}
+	if _, err := p.XStats(); err != nil {
+		t.Error(err)
+	}
+	info, err := p.Info()
+	if err != nil || info.Driver != "net_ring" {
+		t.Errorf("info %+v %v", info, err)
+	}
+}
+
+func TestStepAllocs(t *testing.T) {
+	pool, err := NewPktmbufPool("t_alloc", 1023, 0, 2176, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Free()
+	p := ringPort(t, "net_ring_t1", pool)
+	step, err := NewStep(32, -1, []TxTarget{{Port: uint16(p), Queue: 0}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer step.Free()
+	step.SetRx(uint16(p), 0)
+	for i := 0; i < 8; i++ {
+		m := pool.Alloc()
+		_ = m.SetData(make([]byte, 64))
+		step.Txq[0].Push(m)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		for _, m := range step.Run() {
+			step.Txq[0].Push(m)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per step", allocs)
+	}
+	for _, m := range step.Run() {
+		step.Drop(m)
+	}
+	step.Run()
+	if pool.InUse() != 0 {
+		t.Errorf("%d mbufs still in use", pool.InUse())
+	}
+}
+
+func TestBadDevice(t *testing.T) {
+	_, err := ProbeDevice("net_nosuchpmd0,x=1")
+	if err == nil {
+		t.Fatal("probing a nonexistent driver succeeded")
+	}
+	t.Log(err)
+}

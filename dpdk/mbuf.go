@@ -1,0 +1,109 @@
+package dpdk
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Mbuf is a struct rte_mbuf seen from Go. Its accessors read fields at
+// fixed offsets (checked against the C layout when EAL starts), so the
+// data path reads mbufs without any cgo call.
+type Mbuf struct {
+	_ [mbufSize]byte
+}
+
+// Offsets of struct rte_mbuf fields in DPDK 22.11 on 64-bit targets.
+const (
+	mbufSize       = 128
+	offBufAddr     = 0
+	offDataOff     = 16
+	offRefcnt      = 18
+	offNbSegs      = 20
+	offPort        = 22
+	offOlFlags     = 24
+	offPacketType  = 32
+	offPktLen      = 36
+	offDataLen     = 40
+	offVlanTCI     = 42
+	offHash        = 44
+	offFdirHi      = 48
+	offBufLen      = 54
+	offPool        = 56
+	offNext        = 64
+	flagRxFdirID   = uint64(1) << 13
+	mbufHeadroom   = C.RTE_PKTMBUF_HEADROOM
+)
+
+func checkMbufLayout() error {
+	var l C.struct_rf_mbuf_layout
+	C.rf_mbuf_layout(&l)
+	want := []struct {
+		name     string
+		got, exp uintptr
+	}{
+		{"sizeof(struct rte_mbuf)", uintptr(l.size), mbufSize},
+		{"buf_addr", uintptr(l.buf_addr), offBufAddr},
+		{"data_off", uintptr(l.data_off), offDataOff},
+		{"refcnt", uintptr(l.refcnt), offRefcnt},
+		{"nb_segs", uintptr(l.nb_segs), offNbSegs},
+		{"port", uintptr(l.port), offPort},
+		{"ol_flags", uintptr(l.ol_flags), offOlFlags},
+		{"packet_type", uintptr(l.packet_type), offPacketType},
+		{"pkt_len", uintptr(l.pkt_len), offPktLen},
+		{"data_len", uintptr(l.data_len), offDataLen},
+		{"vlan_tci", uintptr(l.vlan_tci), offVlanTCI},
+		{"hash", uintptr(l.hash), offHash},
+		{"hash.fdir.hi", uintptr(l.fdir_hi), offFdirHi},
+		{"buf_len", uintptr(l.buf_len), offBufLen},
+		{"pool", uintptr(l.pool), offPool},
+		{"next", uintptr(l.next), offNext},
+		{"RTE_MBUF_F_RX_FDIR_ID", uintptr(l.fdir_id_flag), uintptr(flagRxFdirID)},
+	}
+	for _, w := range want {
+		if w.got != w.exp {
+			return fmt.Errorf("struct rte_mbuf layout differs from this build: %s is %d, expected %d; rebuild roce-fwd against the installed DPDK", w.name, w.got, w.exp)
+		}
+	}
+	return nil
+}
+
+func (m *Mbuf) at(off uintptr) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(m), off) }
+
+// Data is the first segment's packet bytes, a view into the mbuf (no copy).
+func (m *Mbuf) Data() []byte {
+	base := *(*unsafe.Pointer)(m.at(offBufAddr))
+	off := *(*uint16)(m.at(offDataOff))
+	n := *(*uint16)(m.at(offDataLen))
+	return unsafe.Slice((*byte)(unsafe.Add(base, off)), n)
+}
+
+// DataLen is the first segment's length.
+func (m *Mbuf) DataLen() int { return int(*(*uint16)(m.at(offDataLen))) }
+
+// PktLen is the whole packet's length over all segments.
+func (m *Mbuf) PktLen() int { return int(*(*uint32)(m.at(offPktLen))) }
+
+// NbSegs is the number of segments.
+func (m *Mbuf) NbSegs() int { return int(*(*uint16)(m.at(offNbSegs))) }
+
+// Port is the input port the PMD recorded.
+func (m *Mbuf) Port() uint16 { return *(*uint16)(m.at(offPort)) }
+
+// Mark returns the flow mark a NIC rule set (rte_flow MARK), if any.
+func (m *Mbuf) Mark() (uint32, bool) {
+	if *(*uint64)(m.at(offOlFlags))&flagRxFdirID == 0 {
+		return 0, false
+	}
+	return *(*uint32)(m.at(offFdirHi)), true
+}
+
+// SetMark records a mark the way a NIC would, for software flow rules.
+func (m *Mbuf) SetMark(v uint32) {
+	*(*uint32)(m.at(offFdirHi)) = v
+	*(*uint64)(m.at(offOlFlags)) |= flagRxFdirID
+}

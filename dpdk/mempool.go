@@ -1,0 +1,72 @@
+package dpdk
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Mempool is a packet mbuf pool on one NUMA socket.
+type Mempool struct {
+	p      *C.struct_rte_mempool
+	Name   string
+	Socket int
+	Size   int
+}
+
+// NewPktmbufPool creates a pool of n mbufs with dataRoom bytes each
+// (headroom included) and a per-lcore cache (rte_pktmbuf_pool_create).
+func NewPktmbufPool(name string, n, cache, dataRoom, socket int) (*Mempool, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	p := C.rte_pktmbuf_pool_create(cname, C.uint(n), C.uint(cache), 0, C.uint16_t(dataRoom), C.int(socket))
+	if p == nil {
+		return nil, &Error{Op: fmt.Sprintf("mempool %s (%d mbufs of %d B on socket %d)", name, n, dataRoom, socket), Errno: int(C.rf_errno())}
+	}
+	return &Mempool{p: p, Name: name, Socket: socket, Size: n}, nil
+}
+
+// Avail is the number of free mbufs, per-lcore caches included.
+func (m *Mempool) Avail() int { return int(C.rte_mempool_avail_count(m.p)) }
+
+// InUse is the number of mbufs currently allocated.
+func (m *Mempool) InUse() int { return int(C.rte_mempool_in_use_count(m.p)) }
+
+// Free releases the pool. Every mbuf must have been returned.
+func (m *Mempool) Free() {
+	if m.p != nil {
+		C.rte_mempool_free(m.p)
+		m.p = nil
+	}
+}
+
+// Alloc takes one mbuf from the pool (control plane and tests; the data
+// path receives mbufs from the PMD). Nil when the pool is empty.
+func (m *Mempool) Alloc() *Mbuf { return (*Mbuf)(unsafe.Pointer(C.rf_mbuf_alloc(m.p))) }
+
+// SetData sets the packet to a copy of b in a single segment. It fails when
+// b does not fit in the buffer after the headroom.
+func (mb *Mbuf) SetData(b []byte) error {
+	bufLen := int(*(*uint16)(mb.at(offBufLen)))
+	off := int(*(*uint16)(mb.at(offDataOff)))
+	if off+len(b) > bufLen {
+		return fmt.Errorf("packet of %d bytes does not fit an mbuf with %d bytes of room", len(b), bufLen-off)
+	}
+	base := *(*unsafe.Pointer)(mb.at(offBufAddr))
+	copy(unsafe.Slice((*byte)(unsafe.Add(base, off)), len(b)), b)
+	*(*uint16)(mb.at(offDataLen)) = uint16(len(b))
+	*(*uint32)(mb.at(offPktLen)) = uint32(len(b))
+	return nil
+}
+
+// FreeMbufs returns mbufs to their pools (control plane and tests).
+func FreeMbufs(ms []*Mbuf) {
+	for _, m := range ms {
+		C.rte_pktmbuf_free((*C.struct_rte_mbuf)(unsafe.Pointer(m)))
+	}
+}

@@ -1,0 +1,106 @@
+#include "shim.h"
+#include "_cgo_export.h"
+
+uint16_t rf_step_run(struct rf_step *s)
+{
+	uint16_t i;
+
+	s->tsc = rte_rdtsc();
+	if (s->nb_drop) {
+		rte_pktmbuf_free_bulk(s->drop, s->nb_drop);
+		s->nb_drop = 0;
+	}
+	for (i = 0; i < s->nb_txq; i++) {
+		struct rf_txq *t = &s->txq[i];
+		uint16_t n = t->n, sent;
+		uint16_t retries = s->tx_retries;
+
+		if (n == 0)
+			continue;
+		sent = rte_eth_tx_burst(t->port, t->queue, t->pkts, n);
+		while (sent < n && retries-- > 0)
+			sent += rte_eth_tx_burst(t->port, t->queue, t->pkts + sent, n - sent);
+		if (sent < n) {
+			rte_pktmbuf_free_bulk(t->pkts + sent, n - sent);
+			t->dropped += n - sent;
+		}
+		t->sent += sent;
+		t->n = 0;
+	}
+	s->nb_rx = rte_eth_rx_burst(s->rx_port, s->rx_queue, s->rx, s->burst);
+	return s->nb_rx;
+}
+
+static int rf_lcore_entry(void *arg)
+{
+	rfLcoreMain((uintptr_t)arg);
+	return 0;
+}
+
+int rf_launch(unsigned lcore, uintptr_t handle)
+{
+	return rte_eal_remote_launch(rf_lcore_entry, (void *)handle, lcore);
+}
+
+int rf_errno(void) { return rte_errno; }
+uint64_t rf_tsc_hz(void) { return rte_get_tsc_hz(); }
+uint64_t rf_rdtsc(void) { return rte_rdtsc(); }
+
+void rf_mbuf_layout(struct rf_mbuf_layout *l)
+{
+	l->size = sizeof(struct rte_mbuf);
+	l->buf_addr = offsetof(struct rte_mbuf, buf_addr);
+	l->data_off = offsetof(struct rte_mbuf, data_off);
+	l->refcnt = offsetof(struct rte_mbuf, refcnt);
+	l->nb_segs = offsetof(struct rte_mbuf, nb_segs);
+	l->port = offsetof(struct rte_mbuf, port);
+	l->ol_flags = offsetof(struct rte_mbuf, ol_flags);
+	l->packet_type = offsetof(struct rte_mbuf, packet_type);
+	l->pkt_len = offsetof(struct rte_mbuf, pkt_len);
+	l->data_len = offsetof(struct rte_mbuf, data_len);
+	l->vlan_tci = offsetof(struct rte_mbuf, vlan_tci);
+	l->hash = offsetof(struct rte_mbuf, hash);
+	l->fdir_hi = offsetof(struct rte_mbuf, hash.fdir.hi);
+	l->buf_len = offsetof(struct rte_mbuf, buf_len);
+	l->pool = offsetof(struct rte_mbuf, pool);
+	l->next = offsetof(struct rte_mbuf, next);
+	l->fdir_id_flag = RTE_MBUF_F_RX_FDIR_ID;
+}
+
+int rf_link_get(uint16_t port, struct rf_link *l, int wait)
+{
+	struct rte_eth_link link;
+	int rc;
+
+	memset(&link, 0, sizeof(link));
+	rc = wait ? rte_eth_link_get(port, &link) : rte_eth_link_get_nowait(port, &link);
+	if (rc < 0)
+		return rc;
+	l->speed = link.link_speed;
+	l->duplex_full = link.link_duplex == RTE_ETH_LINK_FULL_DUPLEX;
+	l->autoneg = link.link_autoneg == RTE_ETH_LINK_AUTONEG;
+	l->up = link.link_status == RTE_ETH_LINK_UP;
+	return 0;
+}
+
+int rf_port_configure(uint16_t port, uint16_t nb_rxq, uint16_t nb_txq, uint16_t mtu)
+{
+	struct rte_eth_conf conf;
+
+	memset(&conf, 0, sizeof(conf));
+	conf.rxmode.mtu = mtu; /* 0: the PMD's default */
+	return rte_eth_dev_configure(port, nb_rxq, nb_txq, &conf);
+}
+
+int rf_rx_queue_setup(uint16_t port, uint16_t q, uint16_t nb_desc, int socket, struct rte_mempool *mp)
+{
+	return rte_eth_rx_queue_setup(port, q, nb_desc, (unsigned)socket, NULL, mp);
+}
+
+int rf_tx_queue_setup(uint16_t port, uint16_t q, uint16_t nb_desc, int socket)
+{
+	return rte_eth_tx_queue_setup(port, q, nb_desc, (unsigned)socket, NULL);
+}
+
+void rf_mbuf_free_bulk(struct rte_mbuf **pkts, unsigned n) { rte_pktmbuf_free_bulk(pkts, n); }
+struct rte_mbuf *rf_mbuf_alloc(struct rte_mempool *mp) { return rte_pktmbuf_alloc(mp); }

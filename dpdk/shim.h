@@ -1,0 +1,84 @@
+/* C side of the binding: helpers for what cgo cannot reach directly
+ * (static inlines, bitfields, macros) and the per-burst step that keeps
+ * the dataplane at one cgo call per burst. */
+#ifndef ROCEFWD_SHIM_H
+#define ROCEFWD_SHIM_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <rte_config.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_launch.h>
+#include <rte_cycles.h>
+#include <rte_malloc.h>
+#include <rte_mempool.h>
+#include <rte_mbuf.h>
+#include <rte_ethdev.h>
+#include <rte_dev.h>
+#include <rte_bus.h>
+
+/* One transmit queue a worker writes to. Lives in DPDK memory. */
+struct rf_txq {
+	struct rte_mbuf **pkts; /* capacity: rf_step.burst */
+	uint16_t port;
+	uint16_t queue;
+	uint16_t n;          /* pending packets, set by Go */
+	uint16_t _pad;
+	uint64_t sent;       /* cumulative, written by C */
+	uint64_t dropped;    /* unsent after retries, freed by C */
+};
+
+/* One burst step: free what Go dropped, flush every pending tx queue, then
+ * receive one burst.
+ * Go fills the request fields, C fills the results. Lives in DPDK memory
+ * so that no Go pointer ever crosses into C. */
+struct rf_step {
+	struct rte_mbuf **rx;   /* capacity: burst */
+	struct rf_txq *txq;     /* nb_txq entries */
+	struct rte_mbuf **drop; /* capacity: burst; freed at the next step */
+	uint16_t nb_drop;
+	uint16_t nb_txq;
+	uint16_t burst;
+	uint16_t rx_port;
+	uint16_t rx_queue;
+	uint16_t nb_rx;         /* result */
+	uint16_t tx_retries;    /* extra tx_burst attempts before dropping */
+	uint64_t tsc;           /* rte_rdtsc() at the start of this step */
+};
+
+uint16_t rf_step_run(struct rf_step *s);
+
+/* Lcore launch: the trampoline calls back into Go with a cgo.Handle. */
+int rf_launch(unsigned lcore, uintptr_t handle);
+
+/* Errors and EAL. */
+int rf_errno(void);
+uint64_t rf_tsc_hz(void);
+uint64_t rf_rdtsc(void);
+
+/* Mbuf layout, for asserting the Go-side constants. */
+struct rf_mbuf_layout {
+	size_t size, buf_addr, data_off, refcnt, nb_segs, port, ol_flags,
+	       packet_type, pkt_len, data_len, vlan_tci, hash, fdir_hi, buf_len,
+	       pool, next;
+	uint64_t fdir_id_flag;
+};
+void rf_mbuf_layout(struct rf_mbuf_layout *l);
+
+/* Ethdev. */
+struct rf_link {
+	uint32_t speed;
+	uint8_t duplex_full, autoneg, up;
+};
+int rf_link_get(uint16_t port, struct rf_link *l, int wait);
+int rf_port_configure(uint16_t port, uint16_t nb_rxq, uint16_t nb_txq, uint16_t mtu);
+int rf_rx_queue_setup(uint16_t port, uint16_t q, uint16_t nb_desc, int socket, struct rte_mempool *mp);
+int rf_tx_queue_setup(uint16_t port, uint16_t q, uint16_t nb_desc, int socket);
+
+/* Mempool. */
+void rf_mbuf_free_bulk(struct rte_mbuf **pkts, unsigned n);
+struct rte_mbuf *rf_mbuf_alloc(struct rte_mempool *mp);
+
+#endif
