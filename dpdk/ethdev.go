@@ -245,7 +245,9 @@ func (p Port) Stats() (Stats, error) {
 }
 
 // ResetStats is rte_eth_stats_reset.
-func (p Port) ResetStats() error { return errRC(p.op("stats reset"), C.rte_eth_stats_reset(C.uint16_t(p))) }
+func (p Port) ResetStats() error {
+	return errRC(p.op("stats reset"), C.rte_eth_stats_reset(C.uint16_t(p)))
+}
 
 // XStat is one extended statistic.
 type XStat struct {

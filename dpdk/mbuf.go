@@ -19,24 +19,24 @@ type Mbuf struct {
 
 // Offsets of struct rte_mbuf fields in DPDK 22.11 on 64-bit targets.
 const (
-	mbufSize       = 128
-	offBufAddr     = 0
-	offDataOff     = 16
-	offRefcnt      = 18
-	offNbSegs      = 20
-	offPort        = 22
-	offOlFlags     = 24
-	offPacketType  = 32
-	offPktLen      = 36
-	offDataLen     = 40
-	offVlanTCI     = 42
-	offHash        = 44
-	offFdirHi      = 48
-	offBufLen      = 54
-	offPool        = 56
-	offNext        = 64
-	flagRxFdirID   = uint64(1) << 13
-	mbufHeadroom   = C.RTE_PKTMBUF_HEADROOM
+	mbufSize      = 128
+	offBufAddr    = 0
+	offDataOff    = 16
+	offRefcnt     = 18
+	offNbSegs     = 20
+	offPort       = 22
+	offOlFlags    = 24
+	offPacketType = 32
+	offPktLen     = 36
+	offDataLen    = 40
+	offVlanTCI    = 42
+	offHash       = 44
+	offFdirHi     = 48
+	offBufLen     = 54
+	offPool       = 56
+	offNext       = 64
+	flagRxFdirID  = uint64(1) << 13
+	mbufHeadroom  = C.RTE_PKTMBUF_HEADROOM
 )
 
 func checkMbufLayout() error {

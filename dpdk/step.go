@@ -25,10 +25,10 @@ type Step struct {
 
 // TxQueue collects packets for one (port, tx queue) until the next Run.
 type TxQueue struct {
-	c    *C.struct_rf_txq
-	pkts []*Mbuf // view of c.pkts
-	n    int
-	Port uint16
+	c     *C.struct_rf_txq
+	pkts  []*Mbuf // view of c.pkts
+	n     int
+	Port  uint16
 	Queue uint16
 }
 
