@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"runtime/cgo"
 	"sync"
+	"syscall"
 	"unsafe"
 )
 
@@ -39,13 +40,10 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s (errno %d)", e.Op, StrError(e.Errno), e.Errno)
 }
 
-// Is lets errors.Is(err, syscall.ENOTSUP)-style checks work on Errno.
+// Is lets errors.Is(err, syscall.ENOTSUP) work on DPDK errors.
 func (e *Error) Is(target error) bool {
-	var o *Error
-	if errors.As(target, &o) {
-		return o.Errno == e.Errno
-	}
-	return false
+	en, ok := target.(syscall.Errno)
+	return ok && int(en) == e.Errno
 }
 
 // StrError is rte_strerror: DPDK's text for an errno, including its own codes.
@@ -159,6 +157,9 @@ func Cleanup() error {
 	eal.running = false
 	return errRC("rte_eal_cleanup", rc)
 }
+
+// Version is DPDK's version string, e.g. "DPDK 22.11.11".
+func Version() string { return C.GoString(C.rte_version()) }
 
 // MainLcore is the lcore id of the control thread.
 func MainLcore() int { return int(C.rte_get_main_lcore()) }

@@ -27,7 +27,7 @@ uint16_t rf_step_run(struct rf_step *s)
 		t->sent += sent;
 		t->n = 0;
 	}
-	s->nb_rx = rte_eth_rx_burst(s->rx_port, s->rx_queue, s->rx, s->burst);
+	s->nb_rx = s->burst ? rte_eth_rx_burst(s->rx_port, s->rx_queue, s->rx, s->burst) : 0;
 	return s->nb_rx;
 }
 

@@ -18,6 +18,7 @@
 #include <rte_ethdev.h>
 #include <rte_dev.h>
 #include <rte_bus.h>
+#include <rte_version.h>
 
 /* One transmit queue a worker writes to. Lives in DPDK memory. */
 struct rf_txq {

@@ -116,6 +116,14 @@ func (s *Step) Drop(m *Mbuf) {
 	s.ndrop++
 }
 
+// Flush transmits and frees what is queued without receiving.
+func (s *Step) Flush() {
+	burst := s.c.burst
+	s.c.burst = 0
+	s.Run()
+	s.c.burst = burst
+}
+
 // TSC is the timestamp counter read at the start of the last Run.
 func (s *Step) TSC() uint64 { return uint64(s.c.tsc) }
 
