@@ -1,0 +1,61 @@
+# roce-fwd build, test and benchmark entry points. Every target that needs
+# DPDK or test tools installs them first (apt-get, as root) via deps.
+
+GO      ?= go
+BIN     := bin/roce-fwd
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+# Seconds each fuzz target runs in `make test`.
+FUZZTIME ?= 10s
+# Seconds each side of `make bench` forwards.
+BENCH_SECONDS ?= 10
+
+export CGO_ENABLED := 1
+
+.PHONY: all deps test-deps build test lint fuzz bench demo docker clean
+
+all: build
+
+deps:
+	@sh scripts/deps.sh
+
+test-deps:
+	@sh scripts/deps.sh test
+
+build: deps
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/roce-fwd
+
+lint: deps
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# Everything that needs no NIC: unit tests, EAL tests on vdevs, the
+# command end to end, and a short run of every fuzz target.
+test: test-deps lint
+	$(GO) test -count=1 -timeout 20m ./...
+	@$(MAKE) --no-print-directory fuzz
+
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+# roce-fwd against dpdk-testpmd on the same vdevs and lcore; prints both
+# rates and their ratio.
+bench: build
+	@sh scripts/bench.sh $(BIN) $(BENCH_SECONDS)
+
+# The built-in default config for a few seconds: a RoCEv2 capture replayed
+# through net_pcap into net_null, no NIC and no hugepages.
+demo: build
+	./$(BIN) run --duration 5s --stats-period 2s
+
+docker:
+	docker build -t roce-fwd:$(VERSION) .
+
+clean:
+	rm -rf bin out

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"roce-fwd/config"
+	"roce-fwd/daemon"
+	"roce-fwd/demotraffic"
+	"roce-fwd/dpdk"
+	"roce-fwd/hugepages"
+	"roce-fwd/pcidev"
+)
+
+// loadConfig reads --config, or builds the embedded default whose demo
+// capture is written to a temporary directory (removed by cleanup).
+func loadConfig(path string) (cfg *config.Config, cleanup func(), err error) {
+	if path != "" {
+		cfg, err = config.Load(path)
+		return cfg, func() {}, err
+	}
+	dir, err := os.MkdirTemp("", "roce-fwd-demo-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	pcap := filepath.Join(dir, "demo.pcap")
+	if err := demotraffic.WriteFile(pcap); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	cfg, err = config.Default(pcap)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return cfg, cleanup, nil
+}
+
+func cmdRun(args []string, log *slog.Logger) int {
+	fs := newFlagSet("run", "[--config FILE] [--duration D] [--stats-json FILE] [--stats-period D]")
+	cfgPath := fs.String("config", "", "TOML config file (default: the built-in demo on virtual devices)")
+	duration := fs.Duration("duration", 0, "stop cleanly after this long (0: run until SIGINT/SIGTERM)")
+	statsJSON := fs.String("stats-json", "", "write the final statistics as JSON to this file")
+	period := fs.Duration("stats-period", 0, "print statistics this often while running (0: only at the end)")
+	if rc := parseFlags(fs, args); rc >= 0 {
+		return rc
+	}
+	cfg, cleanup, err := loadConfig(*cfgPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return exitUsage
+	}
+	defer cleanup()
+	log.Info("roce-fwd starting", "version", buildVersion(), "config", cfg.File, "mode", cfg.Pipeline.Mode)
+
+	d, err := daemon.Start(cfg, daemon.Options{Log: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "roce-fwd:", err)
+		return 1
+	}
+	fmt.Print(d.Plan.String())
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	var tick <-chan time.Time
+	if *period > 0 {
+		t := time.NewTicker(*period)
+		defer t.Stop()
+		tick = t.C
+	}
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick:
+			d.Report().WriteText(os.Stdout)
+		}
+	}
+	log.Info("stopping")
+	d.StopForwarding()
+	rep := d.Report()
+	rep.WriteText(os.Stdout)
+	rc := 0
+	if *statsJSON != "" {
+		if err := writeJSONFile(*statsJSON, rep); err != nil {
+			fmt.Fprintln(os.Stderr, "roce-fwd:", err)
+			rc = 1
+		}
+	}
+	if err := d.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "roce-fwd: shutdown:", err)
+		rc = 1
+	}
+	return rc
+}
+
+func writeJSONFile(path string, rep daemon.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteJSON(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func cmdValidate(args []string, _ *slog.Logger) int {
+	fs := newFlagSet("validate", "--config FILE")
+	cfgPath := fs.String("config", "", "TOML config file")
+	if rc := parseFlags(fs, args); rc >= 0 {
+		return rc
+	}
+	if *cfgPath == "" {
+		fmt.Fprintln(os.Stderr, "roce-fwd validate: --config FILE is required")
+		return exitUsage
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return exitUsage
+	}
+	fmt.Printf("%s: ok: %d ports, %d forwards, mode %s, burst %d\n", cfg.File, len(cfg.Ports), len(cfg.Forward), cfg.Pipeline.Mode, cfg.Pipeline.Burst)
+	return 0
+}
+
+func cmdHugepages(args []string, _ *slog.Logger) int {
+	fs := newFlagSet("hugepages", "[--config FILE] [--page-size SIZE] [--reserve]")
+	cfgPath := fs.String("config", "", "TOML config file (default: the built-in config)")
+	pageSize := fs.String("page-size", "", "hugepage size to plan for: 2M or 1G (default: the largest that fits)")
+	reserve := fs.Bool("reserve", false, "reserve the missing pages and mount hugetlbfs (root only)")
+	if rc := parseFlags(fs, args); rc >= 0 {
+		return rc
+	}
+	cfg, cleanup, err := loadConfig(*cfgPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return exitUsage
+	}
+	defer cleanup()
+	var ps uint64
+	if *pageSize != "" {
+		if ps, err = hugepages.ParseSize(*pageSize); err != nil {
+			fmt.Fprintln(os.Stderr, "roce-fwd hugepages: --page-size:", err)
+			return exitUsage
+		}
+	}
+	st, err := hugepages.Read("/")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "roce-fwd hugepages:", err)
+		return 1
+	}
+	plan := hugepages.MakePlan(st, daemon.Demands(cfg, "/"), ps)
+	fmt.Print(plan.String())
+	if daemon.HasMemoryArg(cfg.EAL.Args) {
+		fmt.Printf("note: %s sets the memory in [eal] args (%s); run uses those, and this plan only when they are removed\n",
+			cfg.File, strings.Join(cfg.EAL.Args, " "))
+	}
+	if *reserve {
+		if err := hugepages.Reserve("/", plan); err != nil {
+			fmt.Fprintln(os.Stderr, "roce-fwd hugepages:", err)
+			return 1
+		}
+		st, _ = hugepages.Read("/")
+		fmt.Println("\nafter reserving:")
+		fmt.Print(hugepages.MakePlan(st, daemon.Demands(cfg, "/"), ps).String())
+	}
+	return 0
+}
+
+func cmdPorts(args []string, _ *slog.Logger) int {
+	fs := newFlagSet("ports", "")
+	if rc := parseFlags(fs, args); rc >= 0 {
+		return rc
+	}
+	devs, err := pcidev.List("/")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "roce-fwd ports:", err)
+		return 1
+	}
+	if len(devs) == 0 {
+		fmt.Println("no network PCI devices found (virtual devices such as net_pcap or net_af_packet need none)")
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PCI ADDRESS\tVENDOR:DEVICE\tMODEL\tDRIVER\tNETDEV\tNUMA\tDPDK")
+	for _, d := range devs {
+		status := "no PMD"
+		if d.DPDKCapable {
+			status = "ready"
+			if err := d.CheckDPDK(); err != nil {
+				status = "needs rebind"
+			}
+		}
+		netdev := "-"
+		if len(d.Netdevs) > 0 {
+			netdev = fmt.Sprint(d.Netdevs)
+		}
+		drv := d.Driver
+		if drv == "" {
+			drv = "(none)"
+		}
+		fmt.Fprintf(tw, "%s\t%04x:%04x\t%s %s\t%s\t%s\t%d\t%s (%s)\n", d.Addr, d.Vendor, d.DeviceID, d.VendorName, d.Model, drv, netdev, d.NUMANode, status, kindOr(d.Kind))
+	}
+	tw.Flush()
+	for _, d := range devs {
+		if d.DPDKCapable {
+			if err := d.CheckDPDK(); err != nil {
+				fmt.Printf("\n%s: %v\n", d.Addr, err)
+			}
+		}
+	}
+	return 0
+}
+
+func kindOr(k string) string {
+	if k == "" {
+		return "-"
+	}
+	return k
+}
+
+func cmdVersion(args []string, _ *slog.Logger) int {
+	fs := newFlagSet("version", "")
+	if rc := parseFlags(fs, args); rc >= 0 {
+		return rc
+	}
+	fmt.Printf("roce-fwd %s\n%s\n", buildVersion(), dpdk.Version())
+	return 0
+}
+
+func cmdGenPcap(args []string, _ *slog.Logger) int {
+	if len(args) != 1 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(os.Stderr, "usage: roce-fwd gen-pcap FILE")
+		return exitUsage
+	}
+	if err := demotraffic.WriteFile(args[0]); err != nil {
+		fmt.Fprintln(os.Stderr, "roce-fwd gen-pcap:", err)
+		return 1
+	}
+	fmt.Printf("%s: %d frames\n", args[0], len(demotraffic.Frames()))
+	return 0
+}

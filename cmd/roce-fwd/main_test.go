@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The command is tested as users run it: built once, then executed.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "roce-fwd-cmd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "roce-fwd")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building roce-fwd: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// ealArgs gives each run its own file prefix.
+func ealArgs(t *testing.T) string {
+	return fmt.Sprintf(`["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", "rf-cmd-%d-%s"]`,
+		os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type statsJSON struct {
+	DurationS float64 `json:"duration_s"`
+	Ports     []struct {
+		Name      string  `json:"name"`
+		PortID    *int    `json:"port_id"`
+		RxPackets uint64  `json:"rx_packets"`
+		RxBytes   uint64  `json:"rx_bytes"`
+		TxPackets uint64  `json:"tx_packets"`
+		TxBytes   *uint64 `json:"tx_bytes"`
+		RxMissed  *uint64 `json:"rx_missed"`
+		TxDropped *uint64 `json:"tx_dropped"`
+	} `json:"ports"`
+	Lcores []struct {
+		Lcore           int     `json:"lcore"`
+		Socket          *int    `json:"socket"`
+		Packets         uint64  `json:"packets"`
+		CyclesPerPacket float64 `json:"cycles_per_packet"`
+	} `json:"lcores"`
+	Drops map[string]uint64 `json:"drops"`
+}
+
+func readStats(t *testing.T, path string) statsJSON {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s statsJSON
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	return s
+}
+
+// The built-in default runs with no config file, stops after --duration
+// and writes the documented stats JSON.
+func TestRunDefaultWithDurationAndStatsJSON(t *testing.T) {
+	statsPath := filepath.Join(t.TempDir(), "stats.json")
+	start := time.Now()
+	r := run(t, "run", "--duration", "2s", "--stats-json", statsPath)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if el := time.Since(start); el > 60*time.Second {
+		t.Errorf("run --duration 2s took %v", el)
+	}
+	s := readStats(t, statsPath)
+	if s.DurationS < 1.5 || s.DurationS > 30 {
+		t.Errorf("duration_s = %v, want about 2", s.DurationS)
+	}
+	if len(s.Ports) != 2 || s.Ports[0].Name != "in" || s.Ports[1].Name != "out" {
+		t.Fatalf("ports %+v", s.Ports)
+	}
+	in, out := s.Ports[0], s.Ports[1]
+	if in.RxPackets == 0 || in.RxBytes == 0 {
+		t.Errorf("no packets received: %+v", in)
+	}
+	if in.PortID == nil || in.TxBytes == nil || in.RxMissed == nil || in.TxDropped == nil {
+		t.Errorf("documented port keys missing: %+v", in)
+	}
+	if len(s.Lcores) != 1 || s.Lcores[0].Lcore != 1 || s.Lcores[0].Socket == nil {
+		t.Fatalf("lcores %+v", s.Lcores)
+	}
+	var drops uint64
+	for _, v := range s.Drops {
+		drops += v
+	}
+	if _, ok := s.Drops["tx_full"]; !ok {
+		t.Errorf("drops lacks the tx_full reason: %v", s.Drops)
+	}
+	// Every packet a worker handled went out or was counted as dropped.
+	if l := s.Lcores[0]; l.Packets != out.TxPackets+drops || l.Packets == 0 {
+		t.Errorf("lcore handled %d, port out sent %d, dropped %d", l.Packets, out.TxPackets, drops)
+	}
+	if s.Lcores[0].CyclesPerPacket <= 0 {
+		t.Errorf("cycles_per_packet %v", s.Lcores[0].CyclesPerPacket)
+	}
+	for _, want := range []string{"Forward statistics for port 0 (in)", "RX-packets:", "lcore 1 (socket 0)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("final stats lack %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// SIGINT stops the daemon cleanly with the final stats.
+func TestRunStopsOnSIGINT(t *testing.T) {
+	cmd := exec.Command(binary, "run")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "worker started") {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("daemon did not start:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "TX-packets") {
+		t.Errorf("no final stats:\n%s", stdout.String())
+	}
+}
+
+func TestRunBadVdevFailsClearly(t *testing.T) {
+	cfg := writeFile(t, "bad.toml", fmt.Sprintf(`[eal]
+args = %s
+[[port]]
+name = "uplink"
+vdev = "net_nosuchdriver0,foo=1"
+[[port]]
+name = "sink"
+vdev = "net_null0,no-rx=1"
+[[forward]]
+from = "uplink"
+to = "sink"
+`, ealArgs(t)))
+	r := run(t, "run", "--config", cfg, "--duration", "1s")
+	if r.code == 0 {
+		t.Fatalf("bad vdev exited 0:\n%s", r.stdout)
+	}
+	for _, want := range []string{"port uplink", "net_nosuchdriver0,foo=1", `no DPDK driver named "net_nosuchdriver"`, "net_pcap"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("error lacks %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
+func TestRunMissingPcapFailsClearly(t *testing.T) {
+	cfg := writeFile(t, "nopcap.toml", fmt.Sprintf(`[eal]
+args = %s
+[[port]]
+name = "in"
+vdev = "net_pcap0,rx_pcap=/nonexistent/in.pcap"
+[[port]]
+name = "out"
+vdev = "net_null0,no-rx=1"
+[[forward]]
+from = "in"
+to = "out"
+`, ealArgs(t)))
+	r := run(t, "run", "--config", cfg, "--duration", "1s")
+	if r.code == 0 || !strings.Contains(r.stderr, "port in") {
+		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := writeFile(t, "good.toml", `[[port]]
+name = "a"
+vdev = "net_null0"
+[[port]]
+name = "b"
+vdev = "net_null1"
+[[forward]]
+from = "a"
+to = "b"
+`)
+	if r := run(t, "validate", "--config", good); r.code != 0 || !strings.Contains(r.stdout, "ok") {
+		t.Errorf("good config: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	bad := writeFile(t, "bad.toml", `[[port]]
+name = "a"
+vdev = "net_null0"
+rx_queue = 2
+[[port]]
+name = "b"
+vdev = "net_null1"
+[pipeline]
+burst = "32"
+[[forward]]
+from = "a"
+to = "c"
+`)
+	r := run(t, "validate", "--config", bad)
+	if r.code != exitUsage {
+		t.Errorf("bad config exit %d, want %d", r.code, exitUsage)
+	}
+	for _, re := range []string{
+		`bad\.toml:4: port\[0\]\.rx_queue: .*rx_queues`,
+		`bad\.toml:9: pipeline\.burst: `,
+		`bad\.toml:12: forward\[0\]\.to: `,
+	} {
+		if !regexp.MustCompile(re).MatchString(r.stderr) {
+			t.Errorf("no error matching %s in:\n%s", re, r.stderr)
+		}
+	}
+}
+
+func TestHugepagesPrintsAPlan(t *testing.T) {
+	r := run(t, "hugepages")
+	if r.code != 0 || !strings.Contains(r.stdout, "socket") {
+		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestVersionAndPorts(t *testing.T) {
+	if r := run(t, "version"); r.code != 0 || !strings.Contains(r.stdout, "DPDK 22.11") {
+		t.Errorf("version: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, "ports"); r.code != 0 {
+		t.Errorf("ports: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, "nosuchcommand"); r.code != exitUsage || !strings.Contains(r.stderr, "unknown command") {
+		t.Errorf("unknown command: exit %d\n%s", r.code, r.stderr)
+	}
+}

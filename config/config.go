@@ -1,0 +1,229 @@
+// Package config loads, validates and prints the roce-fwd TOML configuration.
+//
+// Every problem is reported as "FILE:LINE: key: problem", all of them at
+// once, with keys spelled as in the file plus array indices
+// ("port[1].rx_queues"). Unknown keys are errors: a misspelt option that is
+// silently ignored is worse than a daemon that refuses to start.
+//
+// Adding a section takes three steps: a field in Config, a setDefaults
+// method on its type if it has non-zero defaults, and an entry in sections.
+package config
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the whole configuration with defaults filled in.
+type Config struct {
+	File     string    `toml:"-"` // path it was read from, or "<built-in default>"
+	EAL      EAL       `toml:"eal"`
+	Mempool  Mempool   `toml:"mempool"`
+	Ports    []Port    `toml:"port"`
+	Pipeline Pipeline  `toml:"pipeline"`
+	Forward  []Forward `toml:"forward"`
+}
+
+// EAL holds the DPDK EAL arguments, passed to rte_eal_init verbatim.
+type EAL struct {
+	Args []string `toml:"args"`
+}
+
+// Mempool sizes the mbuf pool created on each NUMA socket in use.
+type Mempool struct {
+	Mbufs    int `toml:"mbufs"`     // per-socket pool size; 2^n-1 is optimal for rte_mempool
+	Cache    int `toml:"cache"`     // per-lcore cache, 0..512, <= mbufs/1.5
+	DataRoom int `toml:"data_room"` // mbuf data room including headroom
+}
+
+func (m *Mempool) setDefaults() {
+	m.Mbufs = 16383
+	m.Cache = 256
+	m.DataRoom = 2176 // RTE_MBUF_DEFAULT_BUF_SIZE: 2048 + 128 headroom
+}
+
+// Port is one ethdev, either a virtual device or a PCI device.
+type Port struct {
+	Name        string `toml:"name"`
+	Vdev        string `toml:"vdev,omitempty"`    // e.g. "net_pcap0,rx_pcap=in.pcap"
+	PCI         string `toml:"pci,omitempty"`     // normalised to "0000:3b:00.0"
+	Devargs     string `toml:"devargs,omitempty"` // PCI devargs, e.g. "dv_flow_en=1"
+	RxQueues    int    `toml:"rx_queues"`
+	TxQueues    int    `toml:"tx_queues"`
+	RxDesc      int    `toml:"rx_desc"`
+	TxDesc      int    `toml:"tx_desc"`
+	MTU         int    `toml:"mtu"`    // 0 leaves the device's MTU alone
+	Socket      int    `toml:"socket"` // -1 means the device's own NUMA socket
+	Promiscuous *bool  `toml:"promiscuous"`
+	PeerMAC     string `toml:"peer_mac"` // destination MAC in "mac" mode, lower case
+	Line        int    `toml:"-"`        // line of the [[port]] header, for later errors
+}
+
+func (p *Port) setDefaults() {
+	p.RxQueues, p.TxQueues = 1, 1
+	p.RxDesc, p.TxDesc = 1024, 1024
+	p.Socket = -1
+	on := true // like testpmd
+	p.Promiscuous = &on
+	// PeerMAC depends on the port index and is set during validation.
+}
+
+// Modes lists the forwarding modes, with testpmd's meanings: "io" forwards
+// packets untouched, "mac" rewrites the Ethernet addresses.
+var Modes = []string{"io", "mac"}
+
+// Pipeline selects what the workers do with each burst.
+type Pipeline struct {
+	Mode   string `toml:"mode"`
+	Burst  int    `toml:"burst"`
+	Lcores []int  `toml:"lcores,omitempty"` // explicit worker lcores; empty = all but the main lcore
+}
+
+func (p *Pipeline) setDefaults() {
+	p.Mode = "io"
+	p.Burst = 32
+}
+
+// Forward sends every packet received on From out of To.
+type Forward struct {
+	From string `toml:"from"`
+	To   string `toml:"to"`
+	Line int    `toml:"-"` // line of the [[forward]] header
+}
+
+// A section is one top-level table. validate checks it, normalises values
+// and fills defaults that depend on other values. Order matters where a
+// check reads other sections (mempool needs the ports' MTUs).
+type section struct {
+	key      string
+	validate func(c *checker, cfg *Config)
+}
+
+var sections = []section{
+	{"eal", validateEAL},
+	{"port", validatePorts},
+	{"mempool", validateMempool},
+	{"pipeline", validatePipeline},
+	{"forward", validateForward},
+}
+
+// DefaultFile is the Config.File of the built-in default configuration.
+const DefaultFile = "<built-in default>"
+
+//go:embed default.toml
+var defaultTOML string
+
+// Load reads and validates the config file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *os.PathError
+		msg := err.Error()
+		if errors.As(err, &pe) {
+			msg = pe.Err.Error()
+		}
+		return nil, Errors{{File: path, Msg: msg, err: err}}
+	}
+	return Parse(path, data)
+}
+
+// Default returns the built-in configuration: one pcap port replaying
+// demoPcap forever into a null port, with no NIC and no hugepages needed.
+func Default(demoPcap string) (*Config, error) {
+	// A comma would end the pcap path inside the DPDK devargs.
+	if demoPcap == "" || strings.ContainsAny(demoPcap, ",\n") {
+		return nil, fmt.Errorf("config: demo pcap path %q must be non-empty and contain no comma or newline", demoPcap)
+	}
+	src := strings.ReplaceAll(defaultTOML, "@DEMO_PCAP@", escapeBasic(demoPcap))
+	return Parse(DefaultFile, []byte(src))
+}
+
+// escapeBasic escapes s for use inside a TOML basic string.
+func escapeBasic(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Parse parses and validates config data; name is used in error messages.
+func Parse(name string, data []byte) (*Config, error) {
+	var raw map[string]any
+	if err := toml.Unmarshal(data, &raw); err != nil {
+		return nil, syntaxError(name, data, err)
+	}
+	c := newChecker(name, locate(data))
+	cfg := &Config{File: name}
+	cv := reflect.ValueOf(cfg).Elem()
+	for i := 0; i < cv.NumField(); i++ {
+		if d, ok := cv.Field(i).Addr().Interface().(defaulter); ok {
+			d.setDefaults()
+		}
+	}
+	c.decode(nil, raw, cv)
+	for i := range cfg.Ports {
+		cfg.Ports[i].Line = c.loc.line(path{}.key("port").index(i))
+	}
+	for i := range cfg.Forward {
+		cfg.Forward[i].Line = c.loc.line(path{}.key("forward").index(i))
+	}
+	for _, s := range sections {
+		s.validate(c, cfg)
+	}
+	if err := c.result(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func syntaxError(name string, data []byte, err error) error {
+	e := &Error{File: name, Line: 1, Key: "syntax", Msg: err.Error(), err: err}
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		e.Msg = pe.Message
+		if pe.Position.Line > 0 {
+			e.Line = pe.Position.Line
+		}
+		if k := syntaxKey(data, e.Line); k != "" {
+			e.Key = k
+		}
+	}
+	return Errors{e}
+}
+
+// Encode writes the effective configuration, defaults included, as TOML
+// that Parse accepts (for "show running-config").
+func (c *Config) Encode(w io.Writer) error {
+	if _, err := fmt.Fprintf(w, "# roce-fwd effective configuration, from %q\n\n", c.File); err != nil {
+		return err
+	}
+	enc := toml.NewEncoder(w)
+	enc.Indent = ""
+	return enc.Encode(c)
+}
+
+// PortByName returns the index of the port called name.
+func (c *Config) PortByName(name string) (int, bool) {
+	for i := range c.Ports {
+		if c.Ports[i].Name == name {
+			return i, true
+		}
+	}
+	return -1, false
+}

@@ -1,0 +1,256 @@
+// Package daemon wires a config to a running dataplane: EAL arguments
+// (with the hugepage plan), ports, lcore placement and the pipeline, and
+// turns their counters into the final report. The command line and the
+// console drive it; it owns no flags.
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"time"
+
+	"roce-fwd/config"
+	"roce-fwd/dpdk"
+	"roce-fwd/hugepages"
+	"roce-fwd/numa"
+	"roce-fwd/pcidev"
+	"roce-fwd/pipeline"
+	"roce-fwd/ports"
+)
+
+// MaxQueuesPerLcore is where placement starts warning that one lcore
+// polls too many queues to keep up with them at line rate.
+const MaxQueuesPerLcore = 4
+
+// TxRetries is how many more times a partly sent burst is offered to the
+// PMD before the rest is dropped and counted (testpmd's default is 64
+// retries with a delay; at line rate a full ring rarely drains in time).
+const TxRetries = 8
+
+// Options are the daemon's environment.
+type Options struct {
+	SysRoot string // "/" normally; a fixture tree in tests
+	Log     *slog.Logger
+}
+
+// Daemon is a running dataplane.
+type Daemon struct {
+	Cfg      *config.Config
+	EALArgs  []string
+	Topo     *numa.Topology
+	HugePlan *hugepages.Plan // nil when [eal] args set the memory themselves
+	Plan     *numa.Plan
+	Ports    *ports.Set
+	Pipe     *pipeline.Pipeline
+	Started  time.Time // when forwarding last started
+	Stopped  time.Time // when it last stopped
+	log      *slog.Logger
+}
+
+// Start brings the dataplane up and starts forwarding.
+func Start(cfg *config.Config, opt Options) (*Daemon, error) {
+	if opt.SysRoot == "" {
+		opt.SysRoot = "/"
+	}
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	d := &Daemon{Cfg: cfg, log: opt.Log}
+	if err := ports.CheckPCI(cfg, opt.SysRoot); err != nil {
+		return nil, err
+	}
+	topo, err := numa.Read(opt.SysRoot)
+	if err != nil {
+		opt.Log.Warn("cannot read the NUMA topology; placing lcores without it", "err", err)
+	}
+	d.Topo = topo
+	if err := d.ealArgs(opt.SysRoot); err != nil {
+		return nil, err
+	}
+	opt.Log.Info("starting EAL", "args", d.EALArgs)
+	if err := dpdk.Init(d.EALArgs); err != nil {
+		return nil, fmt.Errorf("%s: [eal] args: %w", cfg.File, err)
+	}
+	if err := d.bringUp(); err != nil {
+		d.shutdown()
+		return nil, err
+	}
+	return d, nil
+}
+
+// ealArgs completes [eal] args: when they set no memory option, the
+// hugepage plan supplies --socket-mem/--huge-dir or a --no-huge fallback.
+func (d *Daemon) ealArgs(sysRoot string) error {
+	args := slices.Clone(d.Cfg.EAL.Args)
+	if !HasMemoryArg(args) {
+		st, err := hugepages.Read(sysRoot)
+		if err != nil {
+			d.log.Warn("cannot read hugepage state", "err", err)
+		}
+		plan := hugepages.MakePlan(st, Demands(d.Cfg, sysRoot), 0)
+		for _, w := range plan.Warnings {
+			d.log.Warn(w)
+		}
+		d.HugePlan = &plan
+		args = append(args, plan.EALArgs...)
+	}
+	d.EALArgs = args
+	return nil
+}
+
+// HasMemoryArg reports whether EAL args already size the memory.
+func HasMemoryArg(args []string) bool {
+	for _, a := range args {
+		switch {
+		case a == "-m", a == "--no-huge", a == "--socket-mem", a == "--in-memory",
+			len(a) > 2 && a[:2] == "-m", len(a) > 13 && a[:13] == "--socket-mem=":
+			return true
+		}
+	}
+	return false
+}
+
+// Demands is what the config asks of each socket's memory, for the
+// hugepage plan. PCI ports' sockets come from sysfs since EAL is not up.
+func Demands(cfg *config.Config, sysRoot string) []hugepages.Demand {
+	all, _, _ := cfg.EAL.Lcores()
+	lcores := len(all)
+	if lcores == 0 {
+		lcores = runtime.NumCPU()
+	}
+	bySocket := map[int]*hugepages.Demand{}
+	for _, p := range cfg.Ports {
+		s := p.Socket
+		if s < 0 && p.PCI != "" {
+			if dev, err := pcidev.Get(sysRoot, p.PCI); err == nil {
+				s = dev.NUMANode
+			}
+		}
+		s = max(s, 0)
+		dm, ok := bySocket[s]
+		if !ok {
+			dm = &hugepages.Demand{Socket: s, Mbufs: cfg.Mempool.Mbufs, DataRoom: cfg.Mempool.DataRoom,
+				Cache: cfg.Mempool.Cache, Lcores: lcores}
+			bySocket[s] = dm
+		}
+		dm.RxDesc += p.RxQueues * p.RxDesc
+		dm.TxDesc += p.TxQueues * p.TxDesc
+	}
+	var out []hugepages.Demand
+	for _, dm := range bySocket {
+		out = append(out, *dm)
+	}
+	slices.SortFunc(out, func(a, b hugepages.Demand) int { return a.Socket - b.Socket })
+	return out
+}
+
+func (d *Daemon) bringUp() error {
+	cfg := d.Cfg
+	workers := cfg.Pipeline.Lcores
+	if len(workers) == 0 {
+		workers = dpdk.WorkerLcores()
+	}
+	if n := len(workers) + 2; runtime.GOMAXPROCS(0) < n {
+		// Each worker holds a P for good; the control plane needs its own.
+		runtime.GOMAXPROCS(n)
+	}
+	set, err := ports.Open(cfg, len(workers))
+	if err != nil {
+		return err
+	}
+	d.Ports = set
+
+	main := numa.Lcore{ID: dpdk.MainLcore(), Socket: dpdk.LcoreSocket(dpdk.MainLcore())}
+	var lcores []numa.Lcore
+	for _, l := range workers {
+		lcores = append(lcores, numa.Lcore{ID: l, Socket: dpdk.LcoreSocket(l)})
+	}
+	var queues []numa.Queue
+	to := map[dpdk.Port]dpdk.Port{}
+	for _, f := range cfg.Forward {
+		from, _ := set.ByName(f.From)
+		dst, _ := set.ByName(f.To)
+		to[from.ID] = dst.ID
+		for q := 0; q < from.Cfg.RxQueues; q++ {
+			queues = append(queues, numa.Queue{Port: int(from.ID), PortName: from.Name, Queue: q, Socket: from.DevSocket})
+		}
+	}
+	plan, err := numa.Place(main, lcores, queues, MaxQueuesPerLcore, d.Topo)
+	if err != nil {
+		return fmt.Errorf("%s: placing rx queues on lcores: %w", cfg.File, err)
+	}
+	for _, w := range plan.Warnings {
+		d.log.Warn(w)
+	}
+	d.Plan = plan
+
+	mode, err := pipeline.ParseMode(cfg.Pipeline.Mode)
+	if err != nil {
+		return err
+	}
+	spec := pipeline.Spec{Mode: mode, Burst: cfg.Pipeline.Burst, TxRetries: TxRetries, Ports: map[uint16]pipeline.PortSpec{}}
+	for _, p := range set.Ports {
+		spec.Ports[uint16(p.ID)] = pipeline.PortSpec{Name: p.Name, TxQueues: p.Cfg.TxQueues, MAC: p.MAC, PeerMAC: p.PeerMAC}
+	}
+	for _, w := range plan.Workers {
+		ws := pipeline.WorkerSpec{Lcore: w.Lcore, Socket: w.Socket}
+		for _, q := range w.Queues {
+			ws.Rx = append(ws.Rx, pipeline.RxSpec{Port: uint16(q.Port), Queue: uint16(q.Queue), To: uint16(to[dpdk.Port(q.Port)])})
+		}
+		spec.Workers = append(spec.Workers, ws)
+	}
+	pipe, err := pipeline.New(spec)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	d.Pipe = pipe
+	return d.StartForwarding()
+}
+
+// StartForwarding (re)starts the ports and the workers.
+func (d *Daemon) StartForwarding() error {
+	if err := d.Ports.Start(); err != nil {
+		return err
+	}
+	if err := d.Pipe.Start(); err != nil {
+		return err
+	}
+	d.Started = time.Now()
+	for _, w := range d.Plan.Workers {
+		d.log.Info("worker started", "lcore", w.Lcore, "socket", w.Socket, "queues", len(w.Queues))
+	}
+	return nil
+}
+
+// StopForwarding stops the workers; every packet they hold is sent or
+// freed. Ports keep running (and counting rx_missed) like testpmd's stop.
+func (d *Daemon) StopForwarding() {
+	if d.Pipe.Running() {
+		d.Pipe.Stop()
+		d.Stopped = time.Now()
+	}
+}
+
+// Stop stops forwarding, closes the ports, checks that every mbuf came
+// back, and releases EAL.
+func (d *Daemon) Stop() error {
+	return d.shutdown()
+}
+
+func (d *Daemon) shutdown() error {
+	var errs []error
+	if d.Pipe != nil {
+		d.Pipe.Stop()
+		d.Pipe.Free()
+		d.Pipe = nil
+	}
+	if d.Ports != nil {
+		errs = append(errs, d.Ports.Close())
+		d.Ports = nil
+	}
+	errs = append(errs, dpdk.Cleanup())
+	return errors.Join(errs...)
+}

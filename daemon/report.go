@@ -1,0 +1,155 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"roce-fwd/pipeline"
+)
+
+// Report is the final (or current) statistics, in the documented
+// --stats-json format; fields beyond the documented ones are additions.
+type Report struct {
+	DurationS float64           `json:"duration_s"`
+	Mode      string            `json:"mode"`
+	Ports     []PortReport      `json:"ports"`
+	Lcores    []LcoreReport     `json:"lcores"`
+	Drops     map[string]uint64 `json:"drops"`
+}
+
+// PortReport is one port's ethdev counters plus what workers dropped
+// on their way to it.
+type PortReport struct {
+	Name      string `json:"name"`
+	PortID    int    `json:"port_id"`
+	Driver    string `json:"driver"`
+	Link      string `json:"link"`
+	RxPackets uint64 `json:"rx_packets"`
+	RxBytes   uint64 `json:"rx_bytes"`
+	TxPackets uint64 `json:"tx_packets"`
+	TxBytes   uint64 `json:"tx_bytes"`
+	RxMissed  uint64 `json:"rx_missed"`
+	RxErrors  uint64 `json:"rx_errors"`
+	RxNoMbuf  uint64 `json:"rx_nombuf"`
+	TxErrors  uint64 `json:"tx_errors"`
+	TxDropped uint64 `json:"tx_dropped"` // the PMD refused them after every retry
+}
+
+// LcoreReport is one worker's counters.
+type LcoreReport struct {
+	Lcore           int               `json:"lcore"`
+	Socket          int               `json:"socket"`
+	Queues          []string          `json:"queues"`
+	Packets         uint64            `json:"packets"`
+	Mpps            float64           `json:"mpps"`
+	CyclesPerPacket float64           `json:"cycles_per_packet"`
+	Bursts          uint64            `json:"bursts"`
+	EmptyPolls      uint64            `json:"empty_polls"`
+	BurstHist       map[string]uint64 `json:"burst_hist"`
+}
+
+// Report collects the counters now. The duration is since forwarding
+// started.
+func (d *Daemon) Report() Report {
+	end := time.Now()
+	if !d.Pipe.Running() && !d.Stopped.IsZero() {
+		end = d.Stopped
+	}
+	dur := end.Sub(d.Started)
+	r := Report{DurationS: dur.Seconds(), Mode: d.Cfg.Pipeline.Mode, Drops: map[string]uint64{}}
+	txDropped := map[uint16]uint64{}
+	for _, w := range d.Pipe.Workers {
+		for _, t := range w.TxQueues() {
+			txDropped[t.Port] += t.Dropped
+		}
+	}
+	for _, p := range d.Ports.Ports {
+		snap, err := p.Snapshot()
+		if err != nil {
+			d.log.Warn("port stats", "err", err)
+		}
+		st := snap.Stats
+		r.Ports = append(r.Ports, PortReport{
+			Name: p.Name, PortID: int(p.ID), Driver: p.Info.Driver, Link: snap.Link.String(),
+			RxPackets: st.RxPackets, RxBytes: st.RxBytes, TxPackets: st.TxPackets, TxBytes: st.TxBytes,
+			RxMissed: st.RxMissed, RxErrors: st.RxErrors, RxNoMbuf: st.RxNoMbuf, TxErrors: st.TxErrors,
+			TxDropped: txDropped[uint16(p.ID)],
+		})
+	}
+	for i := pipeline.Reason(0); i < pipeline.NumReasons; i++ {
+		r.Drops[i.String()] = 0
+	}
+	for _, s := range d.Pipe.Stats() {
+		lr := LcoreReport{Lcore: s.Lcore, Socket: s.Socket, Queues: s.Queues, Packets: s.Packets,
+			CyclesPerPacket: s.CyclesPerPacket(), Bursts: s.Bursts, EmptyPolls: s.EmptyPolls,
+			BurstHist: map[string]uint64{}}
+		if dur > 0 {
+			lr.Mpps = float64(s.Packets) / dur.Seconds() / 1e6
+		}
+		for b, v := range s.Hist {
+			if v != 0 {
+				lr.BurstHist[pipeline.HistBucketLabel(b)] = v
+			}
+		}
+		for reason, v := range s.Drops {
+			r.Drops[pipeline.Reason(reason).String()] += v
+		}
+		r.Lcores = append(r.Lcores, lr)
+	}
+	return r
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report in testpmd's layout.
+func (r Report) WriteText(w io.Writer) {
+	for _, p := range r.Ports {
+		title := fmt.Sprintf(" Forward statistics for port %d (%s) ", p.PortID, p.Name)
+		fmt.Fprintf(w, "  %s%s%s\n", strings.Repeat("-", 22), title, strings.Repeat("-", max(2, 54-len(title))))
+		fmt.Fprintf(w, "  RX-packets: %-14d RX-missed: %-14d RX-bytes:  %d\n", p.RxPackets, p.RxMissed, p.RxBytes)
+		fmt.Fprintf(w, "  RX-errors:  %-14d RX-nombuf: %d\n", p.RxErrors, p.RxNoMbuf)
+		fmt.Fprintf(w, "  TX-packets: %-14d TX-dropped: %-13d TX-bytes:  %d\n", p.TxPackets, p.TxDropped, p.TxBytes)
+		fmt.Fprintf(w, "  Link: %s, driver %s\n", p.Link, p.Driver)
+	}
+	fmt.Fprintf(w, "  %s\n", strings.Repeat("-", 78))
+	for _, l := range r.Lcores {
+		polls := l.Bursts + l.EmptyPolls
+		empty := 0.0
+		if polls > 0 {
+			empty = 100 * float64(l.EmptyPolls) / float64(polls)
+		}
+		fmt.Fprintf(w, "  lcore %d (socket %d) polls %s: %d packets, %.2f Mpps, %.1f cycles/packet, %.1f%% empty polls\n",
+			l.Lcore, l.Socket, strings.Join(l.Queues, " "), l.Packets, l.Mpps, l.CyclesPerPacket, empty)
+		if polls > 0 {
+			var parts []string
+			for b := 0; b < pipeline.HistBuckets; b++ {
+				label := pipeline.HistBucketLabel(b)
+				if v := l.BurstHist[label]; v != 0 {
+					parts = append(parts, fmt.Sprintf("%s: %.1f%%", label, 100*float64(v)/float64(polls)))
+				}
+			}
+			fmt.Fprintf(w, "    burst sizes  %s\n", strings.Join(parts, "  "))
+		}
+	}
+	var drops []string
+	for _, name := range slices.Sorted(maps.Keys(r.Drops)) {
+		if v := r.Drops[name]; v != 0 {
+			drops = append(drops, fmt.Sprintf("%s %d", name, v))
+		}
+	}
+	if len(drops) == 0 {
+		drops = []string{"none"}
+	}
+	fmt.Fprintf(w, "  Drops by reason: %s\n", strings.Join(drops, ", "))
+	fmt.Fprintf(w, "  Forwarded for %.1f s in %s mode\n", r.DurationS, r.Mode)
+}

@@ -1,0 +1,93 @@
+// Package testenv starts EAL for a test binary on virtual devices,
+// without hugepages, and writes and reads pcap files for tests.
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"roce-fwd/demotraffic"
+	"roce-fwd/dpdk"
+)
+
+// EALArgs are the arguments tests run EAL with: no hugepages, no shared
+// files, and a file prefix unique to this test binary (go test runs
+// packages in parallel).
+func EALArgs(name string) []string {
+	return []string{"--no-huge", "-m", "512", "--no-pci", "--no-shconf",
+		"--file-prefix", fmt.Sprintf("rf-%s-%d", name, os.Getpid()), "-l", "0-1", "--log-level", "*:error"}
+}
+
+// Main initialises EAL, runs the tests and cleans up. Use it from TestMain.
+func Main(m *testing.M, name string) {
+	if err := dpdk.Init(EALArgs(name)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := dpdk.Cleanup(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// WritePcap writes frames to a new pcap file in dir.
+func WritePcap(t testing.TB, path string, frames [][]byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := demotraffic.WritePcap(&buf, frames); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ReadPcap returns every frame of a pcap file.
+func ReadPcap(t testing.TB, path string) [][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for {
+		data, _, err := r.ReadPacketData()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, data)
+	}
+}
+
+// Frames returns n frames of the demo mix with sizes spread from 60 to
+// 1514 bytes, each distinct so that reordering or duplication shows.
+func Frames(n int) [][]byte {
+	base := demotraffic.Frames()
+	out := make([][]byte, n)
+	for i := range out {
+		f := append([]byte(nil), base[i%len(base)]...)
+		if extra := (i * 97) % 1455; i%3 == 0 {
+			f = append(f, make([]byte, extra)...)
+		}
+		// A sequence number where the frames carry payload or padding.
+		f[len(f)-2] = byte(i >> 8)
+		f[len(f)-1] = byte(i)
+		out[i] = f
+	}
+	return out
+}

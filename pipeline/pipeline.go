@@ -1,0 +1,179 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+
+	"roce-fwd/dpdk"
+)
+
+// Spec is everything the pipeline needs to run, already placed.
+type Spec struct {
+	Mode      Mode
+	Burst     int
+	TxRetries int // extra offers of a partly sent burst to the PMD
+	Workers   []WorkerSpec
+	Ports     map[uint16]PortSpec
+}
+
+// WorkerSpec is one worker lcore and the rx queues it polls.
+type WorkerSpec struct {
+	Lcore  int
+	Socket int
+	Rx     []RxSpec
+}
+
+// RxSpec is a (port, rx queue) to poll and the port to forward to.
+type RxSpec struct {
+	Port, Queue uint16
+	To          uint16
+}
+
+// PortSpec is what the pipeline needs to know of a port.
+type PortSpec struct {
+	Name     string
+	TxQueues int
+	MAC      net.HardwareAddr // the port's own address (mac mode source)
+	PeerMAC  net.HardwareAddr // where mac mode sends (destination)
+}
+
+// Pipeline is the set of workers.
+type Pipeline struct {
+	Spec    Spec
+	Workers []*Worker
+	running bool
+}
+
+// New builds the workers: each gets a burst step on its socket and its
+// own tx queue on every port it forwards to. Two workers never share a
+// tx queue (PMD tx queues are not thread-safe).
+func New(spec Spec) (*Pipeline, error) {
+	if spec.Burst < 1 {
+		return nil, fmt.Errorf("burst %d: must be at least 1", spec.Burst)
+	}
+	if len(spec.Workers) == 0 {
+		return nil, errors.New("no worker lcores")
+	}
+	nextTxq := map[uint16]int{} // per port: next free tx queue
+	p := &Pipeline{Spec: spec}
+	for _, ws := range spec.Workers {
+		if len(ws.Rx) == 0 {
+			continue // an idle lcore; placement already warned
+		}
+		var dests []uint16
+		txIndex := map[uint16]int{}
+		for _, rx := range ws.Rx {
+			if _, ok := txIndex[rx.To]; !ok {
+				txIndex[rx.To] = len(dests)
+				dests = append(dests, rx.To)
+			}
+		}
+		targets := make([]dpdk.TxTarget, len(dests))
+		w := &Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, macHdr: make([][12]byte, len(dests))}
+		for i, d := range dests {
+			ps, ok := spec.Ports[d]
+			if !ok {
+				p.Free()
+				return nil, fmt.Errorf("lcore %d forwards to port %d, which is not configured", ws.Lcore, d)
+			}
+			q := nextTxq[d]
+			if q >= ps.TxQueues {
+				p.Free()
+				return nil, fmt.Errorf("port %s has %d tx queue(s) but %d worker lcores forward to it: set tx_queues = %d for it (tx queues cannot be shared between lcores)",
+					ps.Name, ps.TxQueues, q+1, q+1)
+			}
+			nextTxq[d] = q + 1
+			targets[i] = dpdk.TxTarget{Port: d, Queue: uint16(q)}
+			w.macHdr[i] = macHeader(ps.PeerMAC, ps.MAC)
+		}
+		for _, rx := range ws.Rx {
+			w.rx = append(w.rx, rxSource{port: rx.Port, queue: rx.Queue, tx: txIndex[rx.To]})
+		}
+		step, err := dpdk.NewStep(spec.Burst, ws.Socket, targets, spec.TxRetries)
+		if err != nil {
+			p.Free()
+			return nil, fmt.Errorf("lcore %d: %w", ws.Lcore, err)
+		}
+		w.step = step
+		p.Workers = append(p.Workers, w)
+	}
+	if len(p.Workers) == 0 {
+		return nil, errors.New("no worker has an rx queue to poll: check [[forward]]")
+	}
+	return p, nil
+}
+
+// Start launches every worker's loop on its lcore.
+func (p *Pipeline) Start() error {
+	if p.running {
+		return errors.New("forwarding is already started")
+	}
+	for i, w := range p.Workers {
+		w.stop.Store(false)
+		if err := dpdk.Launch(w.Lcore, w.Loop); err != nil {
+			for _, v := range p.Workers[:i] {
+				v.stop.Store(true)
+				dpdk.Wait(v.Lcore)
+			}
+			return err
+		}
+	}
+	p.running = true
+	return nil
+}
+
+// Stop asks every worker to finish its burst, flush and return, and waits.
+func (p *Pipeline) Stop() {
+	if !p.running {
+		return
+	}
+	for _, w := range p.Workers {
+		w.stop.Store(true)
+	}
+	for _, w := range p.Workers {
+		dpdk.Wait(w.Lcore)
+	}
+	p.running = false
+}
+
+// Running reports whether the workers are running.
+func (p *Pipeline) Running() bool { return p.running }
+
+// Free releases the workers' DPDK memory; the pipeline must be stopped.
+func (p *Pipeline) Free() {
+	for _, w := range p.Workers {
+		if w.step != nil {
+			w.step.Free()
+		}
+	}
+	p.Workers = nil
+}
+
+// Stats snapshots every worker, sorted by lcore.
+func (p *Pipeline) Stats() []LcoreStats {
+	out := make([]LcoreStats, 0, len(p.Workers))
+	for _, w := range p.Workers {
+		s := w.Stats()
+		for i, r := range w.rx {
+			if ps, ok := p.Spec.Ports[r.port]; ok {
+				s.Queues[i] = fmt.Sprintf("%s/%d", ps.Name, r.queue)
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Lcore < out[j].Lcore })
+	return out
+}
+
+// Drops sums the drop counters of every worker by reason name.
+func (p *Pipeline) Drops() map[string]uint64 {
+	d := map[string]uint64{}
+	for _, s := range p.Stats() {
+		for r, v := range s.Drops {
+			d[Reason(r).String()] += v
+		}
+	}
+	return d
+}

@@ -1,0 +1,302 @@
+package pipeline
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"roce-fwd/config"
+	"roce-fwd/dpdk"
+	"roce-fwd/internal/testenv"
+	"roce-fwd/ports"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m, "pipeline") }
+
+var devSeq int
+
+// openPorts brings up ports from TOML [[port]] tables (vdev names get a
+// unique suffix: a closed vdev cannot be probed again in one process).
+func openPorts(t *testing.T, mode string, vdevs ...string) (*config.Config, *ports.Set) {
+	t.Helper()
+	src := fmt.Sprintf("[eal]\nargs = [%s]\n[pipeline]\nmode = %q\n", quoteAll(testenv.EALArgs("pipeline")), mode)
+	for i, v := range vdevs {
+		devSeq++
+		src += fmt.Sprintf("[[port]]\nname = \"p%d\"\nvdev = %q\n", i, fmt.Sprintf(v, devSeq))
+	}
+	src += "[[forward]]\nfrom = \"p0\"\nto = \"p" + fmt.Sprint(len(vdevs)-1) + "\"\n"
+	cfg, err := config.Parse("test.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := ports.Open(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, set
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+func newPipeline(t *testing.T, cfg *config.Config, set *ports.Set) *Pipeline {
+	t.Helper()
+	mode, err := ParseMode(cfg.Pipeline.Mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Mode: mode, Burst: cfg.Pipeline.Burst, TxRetries: 8, Ports: map[uint16]PortSpec{}}
+	for _, p := range set.Ports {
+		spec.Ports[uint16(p.ID)] = PortSpec{Name: p.Name, TxQueues: p.Cfg.TxQueues, MAC: p.MAC, PeerMAC: p.PeerMAC}
+	}
+	from := set.Ports[0]
+	to := set.Ports[len(set.Ports)-1]
+	spec.Workers = []WorkerSpec{{Lcore: dpdk.WorkerLcores()[0], Socket: from.Socket,
+		Rx: []RxSpec{{Port: uint16(from.ID), Queue: 0, To: uint16(to.ID)}}}}
+	p, err := New(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitPackets waits until the workers have handled n packets.
+func waitPackets(t *testing.T, p *Pipeline, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var got uint64
+		for _, s := range p.Stats() {
+			got += s.Packets
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workers handled %d packets, want %d", got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkAccounting asserts that every packet a worker received was either
+// accepted by a PMD or counted under a drop reason.
+func checkAccounting(t *testing.T, p *Pipeline) {
+	t.Helper()
+	var in, out, dropped uint64
+	for _, w := range p.Workers {
+		s := w.Stats()
+		in += s.Packets
+		for _, d := range s.Drops {
+			dropped += d
+		}
+		for _, q := range w.TxQueues() {
+			out += q.Sent
+		}
+	}
+	if in != out+dropped {
+		t.Errorf("received %d, sent %d, dropped %d: %d packets unaccounted for", in, out, dropped, in-out-dropped)
+	}
+}
+
+// forwardPcap runs frames through the pipeline from a pcap rx port to a
+// pcap tx port and returns what came out.
+func forwardPcap(t *testing.T, mode string, frames [][]byte) ([][]byte, *ports.Set) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
+	testenv.WritePcap(t, in, frames)
+	cfg, set := openPorts(t, mode, "net_pcap%d,rx_pcap="+in, "net_pcap%d,tx_pcap="+out)
+	p := newPipeline(t, cfg, set)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitPackets(t, p, uint64(len(frames)))
+	p.Stop()
+	checkAccounting(t, p)
+	if d := p.Drops(); d["tx_full"]+d["runt"] != 0 {
+		t.Errorf("drops %v", d)
+	}
+	p.Free()
+	if err := set.Close(); err != nil { // closing flushes the pcap writer
+		t.Fatal(err)
+	}
+	return testenv.ReadPcap(t, out), set
+}
+
+func TestIOForwardsEveryFrameUnchanged(t *testing.T) {
+	frames := testenv.Frames(500)
+	got, _ := forwardPcap(t, "io", frames)
+	if len(got) != len(frames) {
+		t.Fatalf("%d frames out, want %d", len(got), len(frames))
+	}
+	for i := range frames {
+		if !bytes.Equal(got[i], frames[i]) {
+			t.Fatalf("frame %d differs:\n got %x\nwant %x", i, got[i], frames[i])
+		}
+	}
+}
+
+func TestMACRewritesAddresses(t *testing.T) {
+	frames := testenv.Frames(300)
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
+	testenv.WritePcap(t, in, frames)
+	cfg, set := openPorts(t, "mac", "net_pcap%d,rx_pcap="+in, "net_pcap%d,tx_pcap="+out)
+	outPort := set.Ports[1]
+	wantHdr := append(append([]byte(nil), outPort.PeerMAC...), outPort.MAC...)
+	if got := outPort.PeerMAC.String(); got != "02:00:00:00:00:01" {
+		t.Errorf("default peer MAC %s, want testpmd's 02:00:00:00:00:01", got)
+	}
+	p := newPipeline(t, cfg, set)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitPackets(t, p, uint64(len(frames)))
+	p.Stop()
+	checkAccounting(t, p)
+	p.Free()
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := testenv.ReadPcap(t, out)
+	if len(got) != len(frames) {
+		t.Fatalf("%d frames out, want %d", len(got), len(frames))
+	}
+	for i := range frames {
+		if !bytes.Equal(got[i][:12], wantHdr) {
+			t.Fatalf("frame %d: MACs %x, want %x", i, got[i][:12], wantHdr)
+		}
+		if !bytes.Equal(got[i][12:], frames[i][12:]) {
+			t.Fatalf("frame %d: bytes after the MACs changed", i)
+		}
+	}
+}
+
+func TestRuntsAreCountedNotForwarded(t *testing.T) {
+	frames := [][]byte{make([]byte, 60), make([]byte, 10), make([]byte, 60)}
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
+	testenv.WritePcap(t, in, frames)
+	cfg, set := openPorts(t, "mac", "net_pcap%d,rx_pcap="+in, "net_pcap%d,tx_pcap="+out)
+	p := newPipeline(t, cfg, set)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitPackets(t, p, 3)
+	p.Stop()
+	checkAccounting(t, p)
+	if d := p.Drops(); d["runt"] != 1 {
+		t.Errorf("runt drops %d, want 1 (%v)", d["runt"], d)
+	}
+	p.Free()
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := testenv.ReadPcap(t, out); len(got) != 2 {
+		t.Errorf("%d frames out, want 2", len(got))
+	}
+}
+
+func TestStopRestartAndNoMbufLeak(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.pcap")
+	testenv.WritePcap(t, in, testenv.Frames(64))
+	cfg, set := openPorts(t, "io", "net_pcap%d,rx_pcap="+in+",infinite_rx=1", "net_null%d,no-rx=1")
+	p := newPipeline(t, cfg, set)
+	for round := 1; round <= 3; round++ {
+		if err := set.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitPackets(t, p, uint64(round)*100000)
+		p.Stop()
+		if err := set.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		checkAccounting(t, p)
+	}
+	st, err := set.Ports[1].ID.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled uint64
+	for _, s := range p.Stats() {
+		handled += s.Packets
+	}
+	if st.TxPackets != handled {
+		t.Errorf("sink port counted %d packets, workers handled %d", st.TxPackets, handled)
+	}
+	p.Free()
+	// Close fails when any mbuf is not back in its pool.
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The per-burst step must not allocate: a ring port forwards to itself
+// with packets circulating.
+func TestPollDoesNotAllocate(t *testing.T) {
+	for _, mode := range []string{"io", "mac"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg, set := openPorts(t, mode, "net_ring%d")
+			p := newPipeline(t, cfg, set)
+			w := p.Workers[0]
+			pool := set.Ports[0].Pool
+			for _, f := range testenv.Frames(32) {
+				m := pool.Alloc()
+				if err := m.SetData(f); err != nil {
+					t.Fatal(err)
+				}
+				w.step.Txq[0].Push(m)
+			}
+			w.Poll() // sends the primed packets; the ring returns them
+			allocs := testing.AllocsPerRun(2000, func() { w.Poll() })
+			if allocs != 0 {
+				t.Errorf("%v allocations per poll", allocs)
+			}
+			if s := w.Stats(); s.Packets < 2000*32 {
+				t.Errorf("only %d packets circulated", s.Packets)
+			}
+			p.Stop()
+			w.step.Flush()
+			// Drain the ring so every mbuf returns to the pool.
+			for {
+				w.step.SetRx(uint16(set.Ports[0].ID), 0)
+				rx := w.step.Run()
+				if len(rx) == 0 {
+					break
+				}
+				for _, m := range rx {
+					w.step.Drop(m)
+				}
+			}
+			w.step.Flush()
+			p.Free()
+			if err := set.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestHistBucket(t *testing.T) {
+	cases := map[int]int{0: 0, 1: 1, 2: 2, 3: 2, 4: 3, 31: 5, 32: 6, 63: 6, 255: 8, 256: 9, 512: 9, 4096: 9}
+	for n, want := range cases {
+		if got := histBucket(n); got != want {
+			t.Errorf("histBucket(%d) = %d, want %d", n, got, want)
+		}
+	}
+	if HistBucketLabel(6) != "32-63" || HistBucketLabel(9) != "256+" {
+		t.Errorf("labels %s %s", HistBucketLabel(6), HistBucketLabel(9))
+	}
+}

@@ -1,0 +1,185 @@
+// Package pipeline is roce-fwd's data path: one poll loop per worker lcore
+// over the (port, rx queue) pairs the placement plan gave it.
+//
+// A packet's life, top to bottom in Worker.Poll:
+//
+//  1. dpdk.Step.Run — one cgo call — transmits what the previous poll
+//     queued, frees what it dropped, and receives up to a burst from the
+//     next (port, queue) in round-robin order.
+//  2. The mode's stage handles each packet: "io" forwards it untouched,
+//     "mac" rewrites the Ethernet addresses like testpmd's mac mode.
+//  3. The packet is pushed on the worker's tx queue of the port its rx
+//     port forwards to, or dropped under a named Reason.
+//
+// Counters are per worker, on their own cache lines, updated once per
+// burst. Nothing here allocates, locks or calls C per packet.
+package pipeline
+
+import (
+	"fmt"
+	"net"
+	"sync/atomic"
+
+	"roce-fwd/dpdk"
+)
+
+// Mode is what the pipeline does to each packet.
+type Mode uint8
+
+const (
+	ModeIO  Mode = iota // forward untouched (testpmd io)
+	ModeMAC             // set source MAC to the tx port's, destination to its peer (testpmd mac)
+)
+
+// ParseMode maps a config mode name to a Mode.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "io":
+		return ModeIO, nil
+	case "mac":
+		return ModeMAC, nil
+	}
+	return 0, fmt.Errorf("unknown forwarding mode %q (valid: io, mac)", s)
+}
+
+func (m Mode) String() string {
+	switch m {
+	case ModeIO:
+		return "io"
+	case ModeMAC:
+		return "mac"
+	}
+	return "unknown"
+}
+
+// rxSource is one (port, rx queue) a worker polls and where it forwards.
+type rxSource struct {
+	port, queue uint16
+	tx          int // index into step.Txq
+}
+
+// Worker is the state of one worker lcore. Only its own lcore touches it
+// while it runs, except the counters and the stop flag.
+type Worker struct {
+	Lcore  int
+	Socket int
+	mode   Mode
+	step   *dpdk.Step
+	rx     []rxSource
+	next   int
+	macHdr [][12]byte // per tx queue: destination then source MAC
+	stop   atomic.Bool
+	// TSC at the start of the previous poll and whether it carried packets:
+	// the cycles between two polls are charged to the first one's packets.
+	lastTSC  uint64
+	lastBusy bool
+	c        lcoreCounters
+}
+
+// Poll is one step of the loop: one burst in, handled, queued out.
+// It returns the number of packets received.
+func (w *Worker) Poll() int {
+	src := &w.rx[w.next]
+	w.next++
+	if w.next == len(w.rx) {
+		w.next = 0
+	}
+	w.step.SetRx(src.port, src.queue)
+	pkts := w.step.Run()
+	n := len(pkts)
+
+	tsc := w.step.TSC()
+	if w.lastBusy {
+		w.c.busyCycles.Add(tsc - w.lastTSC)
+	}
+	w.lastTSC, w.lastBusy = tsc, n > 0
+	w.c.hist[histBucket(n)].Add(1)
+	if n == 0 {
+		w.c.emptyPolls.Add(1)
+		return 0
+	}
+
+	txq := &w.step.Txq[src.tx]
+	switch w.mode {
+	case ModeIO:
+		for _, m := range pkts {
+			txq.Push(m)
+		}
+	case ModeMAC:
+		hdr := &w.macHdr[src.tx]
+		runts := uint64(0)
+		for _, m := range pkts {
+			d := m.Data()
+			if len(d) < 14 {
+				w.step.Drop(m)
+				runts++
+				continue
+			}
+			copy(d[:12], hdr[:])
+			txq.Push(m)
+		}
+		if runts != 0 {
+			w.c.drops[DropRunt].Add(runts)
+		}
+	}
+	w.c.packets.Add(uint64(n))
+	w.c.bursts.Add(1)
+	return n
+}
+
+// Loop polls until Stop, then transmits what is still queued.
+func (w *Worker) Loop() {
+	for !w.stop.Load() {
+		w.Poll()
+	}
+	w.step.Flush()
+}
+
+// Stats snapshots the worker's counters.
+func (w *Worker) Stats() LcoreStats {
+	s := LcoreStats{
+		Lcore:      w.Lcore,
+		Socket:     w.Socket,
+		Packets:    w.c.packets.Load(),
+		Bursts:     w.c.bursts.Load(),
+		EmptyPolls: w.c.emptyPolls.Load(),
+		BusyCycles: w.c.busyCycles.Load(),
+	}
+	for _, r := range w.rx {
+		s.Queues = append(s.Queues, fmt.Sprintf("%d/%d", r.port, r.queue))
+	}
+	for i := range s.Hist {
+		s.Hist[i] = w.c.hist[i].Load()
+	}
+	for i := range s.Drops {
+		s.Drops[i] = w.c.drops[i].Load()
+	}
+	for i := range w.step.Txq {
+		s.Drops[DropTxFull] += w.step.Txq[i].Dropped()
+	}
+	return s
+}
+
+// TxQueues reports, per transmit queue of the worker, its port and queue
+// and the packets the PMD accepted.
+func (w *Worker) TxQueues() []TxQueueStats {
+	out := make([]TxQueueStats, len(w.step.Txq))
+	for i := range w.step.Txq {
+		t := &w.step.Txq[i]
+		out[i] = TxQueueStats{Port: t.Port, Queue: t.Queue, Sent: t.Sent(), Dropped: t.Dropped()}
+	}
+	return out
+}
+
+// TxQueueStats counts one worker transmit queue.
+type TxQueueStats struct {
+	Port, Queue   uint16
+	Sent, Dropped uint64
+}
+
+func macHeader(dst, src net.HardwareAddr) [12]byte {
+	var h [12]byte
+	copy(h[:6], dst)
+	copy(h[6:], src)
+	return h
+}

@@ -1,0 +1,367 @@
+// Package ports owns the lifecycle of the configured ethdev ports: probe,
+// mempool on the port's NUMA socket, queue setup, start/stop/close, and
+// stats snapshots with rates.
+package ports
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"roce-fwd/config"
+	"roce-fwd/dpdk"
+)
+
+// Port is one configured, probed port.
+type Port struct {
+	Name      string
+	Index     int // position in the config
+	Cfg       config.Port
+	ID        dpdk.Port
+	Socket    int // where its queues and mempool live
+	DevSocket int // the device's own NUMA socket (config override applied); -1: none (vdevs)
+	Info      dpdk.DevInfo
+	MAC       net.HardwareAddr
+	PeerMAC   net.HardwareAddr
+	Pool      *dpdk.Mempool
+	Started   bool
+
+	mu   sync.Mutex
+	last Snapshot // for rates since the previous snapshot
+}
+
+// Set is every configured port plus the per-socket mempools.
+type Set struct {
+	Ports []*Port
+	Pools map[int]*dpdk.Mempool
+}
+
+// Demand is how many mbufs the rings and caches on one socket can hold at
+// once: the smallest pool that can never run dry.
+type Demand struct {
+	Socket int
+	Mbufs  int
+}
+
+// MbufDemand counts, per socket, the mbufs rx rings, tx rings, worker
+// bursts and lcore caches can pin at the same time.
+func MbufDemand(cfg *config.Config, socketOf func(config.Port) int, workers, burst int) map[int]int {
+	d := map[int]int{}
+	for _, p := range cfg.Ports {
+		s := socketOf(p)
+		d[s] += p.RxQueues*p.RxDesc + p.TxQueues*p.TxDesc
+	}
+	for s := range d {
+		// Each worker holds a received burst, a tx burst per port and a drop list.
+		d[s] += workers*burst*(len(cfg.Ports)+2) + (workers+1)*cfg.Mempool.Cache
+	}
+	return d
+}
+
+// Open probes and starts every port of cfg. EAL must be running. workers
+// is the number of worker lcores, for sizing the pools.
+func Open(cfg *config.Config, workers int) (*Set, error) {
+	s := &Set{Pools: map[int]*dpdk.Mempool{}}
+	for i, pc := range cfg.Ports {
+		p, err := probe(i, pc)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.Ports = append(s.Ports, p)
+	}
+	demand := MbufDemand(cfg, func(pc config.Port) int {
+		p, _ := s.ByName(pc.Name)
+		return p.Socket
+	}, workers, cfg.Pipeline.Burst)
+	sockets := make([]int, 0, len(demand))
+	for sock := range demand {
+		sockets = append(sockets, sock)
+	}
+	sort.Ints(sockets)
+	for _, sock := range sockets {
+		n := cfg.Mempool.Mbufs
+		if n < demand[sock] {
+			s.Close()
+			return nil, fmt.Errorf("%s: mempool.mbufs = %d is too small for socket %d: its rx/tx rings, bursts and lcore caches can hold %d mbufs at once; set mbufs to at least %d",
+				cfg.File, n, sock, demand[sock], demand[sock])
+		}
+		pool, err := dpdk.NewPktmbufPool(fmt.Sprintf("rf_mbuf_s%d", sock), n, cfg.Mempool.Cache, cfg.Mempool.DataRoom, sock)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%w (free more DPDK memory: raise -m or --socket-mem in [eal] args, or lower mempool.mbufs)", err)
+		}
+		s.Pools[sock] = pool
+	}
+	for _, p := range s.Ports {
+		p.Pool = s.Pools[p.Socket]
+		if err := p.setup(); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if err := s.Start(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func probe(index int, pc config.Port) (*Port, error) {
+	devargs := pc.Vdev
+	if pc.PCI != "" {
+		devargs = pc.PCI
+		if pc.Devargs != "" {
+			devargs += "," + pc.Devargs
+		}
+	}
+	id, err := dpdk.ProbeDevice(devargs)
+	if err != nil {
+		return nil, fmt.Errorf("port %s: cannot probe %q: %v%s", pc.Name, devargs, err, probeHint(pc))
+	}
+	p := &Port{Name: pc.Name, Index: index, Cfg: pc, ID: id}
+	if p.Info, err = id.Info(); err != nil {
+		return nil, fmt.Errorf("port %s: %w", pc.Name, err)
+	}
+	p.DevSocket = pc.Socket
+	if p.DevSocket < 0 {
+		p.DevSocket = id.Socket()
+	}
+	p.Socket = p.DevSocket
+	if p.Socket < 0 {
+		p.Socket = dpdk.LcoreSocket(dpdk.MainLcore()) // vdevs have no socket of their own
+	}
+	if p.MAC, err = id.MAC(); err != nil {
+		return nil, fmt.Errorf("port %s: %w", pc.Name, err)
+	}
+	if p.PeerMAC, err = net.ParseMAC(pc.PeerMAC); err != nil {
+		return nil, fmt.Errorf("port %s: peer_mac %q: %v", pc.Name, pc.PeerMAC, err)
+	}
+	return p, nil
+}
+
+// probeHint explains the usual causes of a failed probe.
+func probeHint(pc config.Port) string {
+	if pc.PCI != "" {
+		return fmt.Sprintf("; check that %s is not excluded by -b or --no-pci in [eal] args, that its driver suits DPDK (roce-fwd ports), and the EAL log above", pc.PCI)
+	}
+	drv := pc.Vdev
+	if i := strings.IndexByte(drv, ','); i >= 0 {
+		drv = drv[:i]
+	}
+	drv = strings.TrimRight(drv, "0123456789")
+	if known := installedPMDs(); len(known) > 0 {
+		found := false
+		for _, k := range known {
+			if k == drv {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Sprintf("; no DPDK driver named %q is installed (virtual device drivers: %s)", drv, strings.Join(vdevPMDs(known), ", "))
+		}
+	}
+	return "; check the devargs (see the EAL log above)"
+}
+
+// installedPMDs lists the net PMD shared objects DPDK loads at start.
+func installedPMDs() []string {
+	files, _ := filepath.Glob("/usr/lib/*/dpdk/pmds-*/librte_net_*.so")
+	var names []string
+	for _, f := range files {
+		names = append(names, "net_"+strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "librte_net_"), ".so"))
+	}
+	return names
+}
+
+// vdevPMDs keeps the drivers usable as --vdev, for hints.
+func vdevPMDs(all []string) []string {
+	virtual := map[string]bool{"net_af_packet": true, "net_af_xdp": true, "net_null": true, "net_pcap": true,
+		"net_ring": true, "net_tap": true, "net_vhost": true, "net_virtio_user": true, "net_bonding": true, "net_memif": true}
+	var out []string
+	for _, n := range all {
+		if virtual[n] {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return all
+	}
+	return out
+}
+
+func (p *Port) setup() error {
+	pc := p.Cfg
+	wrap := func(err error) error { return fmt.Errorf("port %s (%s): %w", p.Name, p.Info.Driver, err) }
+	if pc.RxQueues > p.Info.MaxRxQueues {
+		return wrap(fmt.Errorf("rx_queues = %d but the device has at most %d", pc.RxQueues, p.Info.MaxRxQueues))
+	}
+	if pc.TxQueues > p.Info.MaxTxQueues {
+		return wrap(fmt.Errorf("tx_queues = %d but the device has at most %d", pc.TxQueues, p.Info.MaxTxQueues))
+	}
+	if pc.MTU != 0 && p.Info.MaxMTU != 0 && (pc.MTU > p.Info.MaxMTU || pc.MTU < p.Info.MinMTU) {
+		return wrap(fmt.Errorf("mtu = %d outside the device's range %d..%d", pc.MTU, p.Info.MinMTU, p.Info.MaxMTU))
+	}
+	if err := p.ID.Configure(pc.RxQueues, pc.TxQueues, pc.MTU); err != nil {
+		return wrap(err)
+	}
+	for q := 0; q < pc.RxQueues; q++ {
+		if err := p.ID.RxQueueSetup(q, pc.RxDesc, p.Socket, p.Pool); err != nil {
+			return wrap(err)
+		}
+	}
+	for q := 0; q < pc.TxQueues; q++ {
+		if err := p.ID.TxQueueSetup(q, pc.TxDesc, p.Socket); err != nil {
+			return wrap(err)
+		}
+	}
+	return nil
+}
+
+// Start starts every stopped port and applies promiscuous mode.
+func (s *Set) Start() error {
+	for _, p := range s.Ports {
+		if err := p.Start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Start starts the port.
+func (p *Port) Start() error {
+	if p.Started {
+		return nil
+	}
+	if err := p.ID.Start(); err != nil {
+		return fmt.Errorf("port %s: %w", p.Name, err)
+	}
+	p.Started = true
+	promisc := p.Cfg.Promiscuous == nil || *p.Cfg.Promiscuous
+	if err := p.ID.SetPromiscuous(promisc); err != nil && !errors.Is(err, syscall.ENOTSUP) {
+		// ENOTSUP is normal for vdevs without a MAC filter.
+		return fmt.Errorf("port %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// Stop stops the port; its rx and tx queues stay configured.
+func (p *Port) Stop() error {
+	if !p.Started {
+		return nil
+	}
+	p.Started = false
+	if err := p.ID.Stop(); err != nil {
+		return fmt.Errorf("port %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// Stop stops every port.
+func (s *Set) Stop() error {
+	var errs []error
+	for _, p := range s.Ports {
+		errs = append(errs, p.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops and closes every port, then frees the pools. Every mbuf
+// must be back in its pool by then (the workers are stopped).
+func (s *Set) Close() error {
+	var errs []error
+	for _, p := range s.Ports {
+		errs = append(errs, p.Stop())
+		if err := p.ID.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("port %s: %w", p.Name, err))
+		}
+	}
+	s.Ports = nil
+	for sock, pool := range s.Pools {
+		if n := pool.InUse(); n != 0 {
+			errs = append(errs, fmt.Errorf("mempool %s: %d mbufs still in use after every port closed", pool.Name, n))
+		} else {
+			pool.Free()
+		}
+		delete(s.Pools, sock)
+	}
+	return errors.Join(errs...)
+}
+
+// ByName finds a port by its configured name.
+func (s *Set) ByName(name string) (*Port, bool) {
+	for _, p := range s.Ports {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// ByID finds a port by its ethdev id.
+func (s *Set) ByID(id dpdk.Port) (*Port, bool) {
+	for _, p := range s.Ports {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// Snapshot is a port's counters at one instant, with rates since the
+// previous snapshot of the same port.
+type Snapshot struct {
+	At       time.Time
+	Stats    dpdk.Stats
+	Link     dpdk.Link
+	Interval time.Duration // since the previous snapshot; 0 for the first
+	RxPPS    float64
+	TxPPS    float64
+	RxBPS    float64 // bits per second
+	TxBPS    float64
+}
+
+// Snapshot reads the port's counters and link state.
+func (p *Port) Snapshot() (Snapshot, error) {
+	st, err := p.ID.Stats()
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("port %s: %w", p.Name, err)
+	}
+	link, _ := p.ID.Link(false)
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	snap := Snapshot{At: now, Stats: st, Link: link}
+	if !p.last.At.IsZero() {
+		snap.Interval = now.Sub(p.last.At)
+		if sec := snap.Interval.Seconds(); sec > 0 {
+			snap.RxPPS = float64(st.RxPackets-p.last.Stats.RxPackets) / sec
+			snap.TxPPS = float64(st.TxPackets-p.last.Stats.TxPackets) / sec
+			snap.RxBPS = 8 * float64(st.RxBytes-p.last.Stats.RxBytes) / sec
+			snap.TxBPS = 8 * float64(st.TxBytes-p.last.Stats.TxBytes) / sec
+		}
+	}
+	p.last = snap
+	return snap, nil
+}
+
+// CheckPCI reads each PCI port's kernel driver from sysfs before EAL
+// starts, and explains how to fix a device DPDK cannot use.
+func CheckPCI(cfg *config.Config, sysRoot string) error {
+	var errs []error
+	for _, pc := range cfg.Ports {
+		if pc.PCI == "" {
+			continue
+		}
+		if err := checkOnePCI(pc, sysRoot); err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: port %s: %w", cfg.File, pc.Line, pc.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
