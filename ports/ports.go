@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -157,25 +158,24 @@ func probeHint(pc config.Port) string {
 	}
 	drv = strings.TrimRight(drv, "0123456789")
 	if known := installedPMDs(); len(known) > 0 {
-		found := false
-		for _, k := range known {
-			if k == drv {
-				found = true
-			}
-		}
-		if !found {
+		if !slices.Contains(known, drv) {
 			return fmt.Sprintf("; no DPDK driver named %q is installed (virtual device drivers: %s)", drv, strings.Join(vdevPMDs(known), ", "))
 		}
 	}
 	return "; check the devargs (see the EAL log above)"
 }
 
-// installedPMDs lists the net PMD shared objects DPDK loads at start.
+// installedPMDs lists the net PMDs in DPDK's plugin directory, which EAL
+// loads at start (runtime packages ship only the versioned names).
 func installedPMDs() []string {
-	files, _ := filepath.Glob("/usr/lib/*/dpdk/pmds-*/librte_net_*.so")
+	files, _ := filepath.Glob("/usr/lib/*/dpdk/pmds-*/librte_net_*.so*")
 	var names []string
 	for _, f := range files {
-		names = append(names, "net_"+strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "librte_net_"), ".so"))
+		base, _, _ := strings.Cut(filepath.Base(f), ".so")
+		name := "net_" + strings.TrimPrefix(base, "librte_net_")
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
 	}
 	return names
 }
