@@ -163,6 +163,8 @@ func escapeBasic(s string) string {
 }
 
 // Parse parses and validates config data; name is used in error messages.
+// All semantic problems are reported together, but a TOML syntax error is
+// reported alone since nothing after it can be trusted.
 func Parse(name string, data []byte) (*Config, error) {
 	var raw map[string]any
 	if err := toml.Unmarshal(data, &raw); err != nil {

@@ -406,7 +406,7 @@ var errorCases = []struct {
 	), []string{
 		`t.toml:11: forward[1].from: port "a" is already forwarded by forward[0] (line 7)`,
 		`t.toml:12: forward[1].to: unknown port "z"; valid ports: "a", "b"`,
-		`t.toml:13: forward[2].to: missing; name a port ("a", "b")`,
+		`t.toml:13: forward[2].to: missing; name a port (valid ports: "a", "b")`,
 	}},
 
 	{"no port", src(

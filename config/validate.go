@@ -45,6 +45,9 @@ func validatePorts(c *checker, cfg *Config) {
 	for i := range cfg.Ports {
 		pt := &cfg.Ports[i]
 		p := root.key("port").index(i)
+		if c.failed(p) {
+			continue // not a table; already reported
+		}
 		key := p.key
 
 		switch {
@@ -211,25 +214,34 @@ func validateForward(c *checker, cfg *Config) {
 			at = nil
 		}
 		from, to := "...", "..."
-		if len(cfg.Ports) > 0 {
-			from, to = cfg.Ports[0].Name, cfg.Ports[len(cfg.Ports)-1].Name
+		if n := len(cfg.Ports); n > 0 && cfg.Ports[0].Name != "" && cfg.Ports[n-1].Name != "" {
+			from, to = cfg.Ports[0].Name, cfg.Ports[n-1].Name
 		}
 		c.errorAt(c.loc.line(at), root.key("forward"), `no [[forward]] defined; add [[forward]] from = %q to = %q`, from, to)
 		return
 	}
-	var valid []string
+	var names []string
 	for _, pt := range cfg.Ports {
-		valid = append(valid, strconv.Quote(pt.Name))
+		if pt.Name != "" {
+			names = append(names, strconv.Quote(pt.Name))
+		}
+	}
+	valid := "no port has a name yet"
+	if len(names) > 0 {
+		valid = "valid ports: " + strings.Join(names, ", ")
 	}
 	from := map[string]int{} // port → forward index using it as from
 	for i, f := range cfg.Forward {
 		p := root.key("forward").index(i)
+		if c.failed(p) {
+			continue
+		}
 		for _, end := range []struct{ key, name string }{{"from", f.From}, {"to", f.To}} {
 			switch _, ok := cfg.PortByName(end.name); {
 			case end.name == "":
-				c.errorf(p.key(end.key), "missing; name a port (%s)", strings.Join(valid, ", "))
+				c.errorf(p.key(end.key), "missing; name a port (%s)", valid)
 			case !ok:
-				c.errorf(p.key(end.key), "unknown port %q; valid ports: %s", end.name, strings.Join(valid, ", "))
+				c.errorf(p.key(end.key), "unknown port %q; %s", end.name, valid)
 			}
 		}
 		if f.From == "" {

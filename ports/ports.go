@@ -157,13 +157,23 @@ func probeHint(pc config.Port) string {
 		drv = drv[:i]
 	}
 	drv = strings.TrimRight(drv, "0123456789")
+	lib := drv
+	if l, ok := vdevLibrary[drv]; ok {
+		lib = l
+	} else if rest, ok := strings.CutPrefix(drv, "eth_"); ok {
+		lib = "net_" + rest // legacy alias of the same driver
+	}
 	if known := installedPMDs(); len(known) > 0 {
-		if !slices.Contains(known, drv) {
+		if !slices.Contains(known, lib) {
 			return fmt.Sprintf("; no DPDK driver named %q is installed (virtual device drivers: %s)", drv, strings.Join(vdevPMDs(known), ", "))
 		}
 	}
 	return "; check the devargs (see the EAL log above)"
 }
+
+// vdevLibrary maps vdev driver names to the library that registers them
+// where the two differ.
+var vdevLibrary = map[string]string{"net_bonding": "net_bond", "net_virtio_user": "net_virtio"}
 
 // installedPMDs lists the net PMDs in DPDK's plugin directory, which EAL
 // loads at start (runtime packages ship only the versioned names).
