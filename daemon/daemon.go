@@ -162,6 +162,15 @@ func (d *Daemon) bringUp() error {
 		return err
 	}
 	d.Ports = set
+	for _, p := range set.Ports {
+		link, err := p.ID.Link(false)
+		if err != nil {
+			d.log.Warn("link status", "port", p.Name, "err", err)
+			continue
+		}
+		d.log.Info("port up", "port", p.Name, "id", int(p.ID), "driver", p.Info.Driver, "socket", p.DevSocket,
+			"mac", p.MAC.String(), "link", link.String(), "rx_queues", p.Cfg.RxQueues, "tx_queues", p.Cfg.TxQueues)
+	}
 
 	main := numa.Lcore{ID: dpdk.MainLcore(), Socket: dpdk.LcoreSocket(dpdk.MainLcore())}
 	var lcores []numa.Lcore

@@ -38,6 +38,12 @@ type PortReport struct {
 	RxNoMbuf  uint64 `json:"rx_nombuf"`
 	TxErrors  uint64 `json:"tx_errors"`
 	TxDropped uint64 `json:"tx_dropped"` // the PMD refused them after every retry
+	// Rates since the previous report (0 in the first).
+	IntervalS float64 `json:"interval_s"`
+	RxPPS     float64 `json:"rx_pps"`
+	TxPPS     float64 `json:"tx_pps"`
+	RxBPS     float64 `json:"rx_bps"`
+	TxBPS     float64 `json:"tx_bps"`
 }
 
 // LcoreReport is one worker's counters.
@@ -79,6 +85,7 @@ func (d *Daemon) Report() Report {
 			RxPackets: st.RxPackets, RxBytes: st.RxBytes, TxPackets: st.TxPackets, TxBytes: st.TxBytes,
 			RxMissed: st.RxMissed, RxErrors: st.RxErrors, RxNoMbuf: st.RxNoMbuf, TxErrors: st.TxErrors,
 			TxDropped: txDropped[uint16(p.ID)],
+			IntervalS: snap.Interval.Seconds(), RxPPS: snap.RxPPS, TxPPS: snap.TxPPS, RxBPS: snap.RxBPS, TxBPS: snap.TxBPS,
 		})
 	}
 	for i := pipeline.Reason(0); i < pipeline.NumReasons; i++ {
@@ -119,6 +126,10 @@ func (r Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  RX-packets: %-14d RX-missed: %-14d RX-bytes:  %d\n", p.RxPackets, p.RxMissed, p.RxBytes)
 		fmt.Fprintf(w, "  RX-errors:  %-14d RX-nombuf: %d\n", p.RxErrors, p.RxNoMbuf)
 		fmt.Fprintf(w, "  TX-packets: %-14d TX-dropped: %-13d TX-bytes:  %d\n", p.TxPackets, p.TxDropped, p.TxBytes)
+		if p.IntervalS >= 0.1 { // a shorter interval gives noise, not a rate
+			fmt.Fprintf(w, "  Throughput (since last show, %.1f s): Rx-pps: %-12.0f Rx-bps: %-14.0f Tx-pps: %-12.0f Tx-bps: %.0f\n",
+				p.IntervalS, p.RxPPS, p.RxBPS, p.TxPPS, p.TxBPS)
+		}
 		fmt.Fprintf(w, "  Link: %s, driver %s\n", p.Link, p.Driver)
 	}
 	fmt.Fprintf(w, "  %s\n", strings.Repeat("-", 78))
