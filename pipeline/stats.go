@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"math/bits"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Reason is a named cause for a packet the pipeline did not transmit.
@@ -63,18 +65,59 @@ func histBucket(n int) int {
 	return min(bits.Len(uint(n)), HistBuckets-1)
 }
 
-// lcoreCounters belong to one worker. Only that worker writes them (once
-// per burst, never per packet); the control plane reads them at any time.
-// The struct is padded so two workers never share a cache line.
+// lcoreCounters belong to one worker and only that worker writes them,
+// with plain stores: no atomic instruction on the data path. The control
+// plane gets a consistent copy through a snapshot handshake (below).
 type lcoreCounters struct {
-	_          [64]byte
-	packets    atomic.Uint64 // received and handled
-	bursts     atomic.Uint64 // polls that returned packets
-	emptyPolls atomic.Uint64
-	busyCycles atomic.Uint64 // TSC cycles of polls that carried packets
-	hist       [HistBuckets]atomic.Uint64
-	drops      [NumReasons]atomic.Uint64
-	_          [64]byte
+	packets    uint64 // received and handled
+	bursts     uint64 // polls that returned packets
+	emptyPolls uint64
+	busyCycles uint64 // TSC cycles of polls that carried packets
+	hist       [HistBuckets]uint64
+	drops      [NumReasons]uint64
+}
+
+// snapshot is the handshake through which a running worker publishes a
+// copy of its counters: the control plane bumps req and waits for ack;
+// the worker, between two bursts, sees req != ack, copies, and stores ack.
+// The worker pays one plain load per burst.
+type snapshot struct {
+	mu  sync.Mutex // one control-plane reader at a time
+	req atomic.Uint64
+	ack atomic.Uint64
+	pub lcoreCounters
+}
+
+// snapshotWait bounds how long a reader waits for a busy worker.
+const snapshotWait = time.Second
+
+// serve is called by the worker between bursts.
+func (w *Worker) serveSnapshot() {
+	if r := w.snap.req.Load(); r != w.snap.ack.Load() {
+		w.snap.pub = w.c
+		w.snap.ack.Store(r)
+	}
+}
+
+// counters returns a consistent copy of the worker's counters.
+func (w *Worker) counters() lcoreCounters {
+	w.snap.mu.Lock()
+	defer w.snap.mu.Unlock()
+	if !w.looping.Load() {
+		return w.c // stopped: its last writes happened before rte_eal_wait_lcore returned
+	}
+	r := w.snap.req.Add(1)
+	deadline := time.Now().Add(snapshotWait)
+	for w.snap.ack.Load() < r {
+		if !w.looping.Load() {
+			return w.c
+		}
+		if time.Now().After(deadline) {
+			return w.snap.pub // a worker that does not poll: the last copy
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	return w.snap.pub
 }
 
 // LcoreStats is a snapshot of one worker's counters.

@@ -61,19 +61,23 @@ type rxSource struct {
 // Worker is the state of one worker lcore. Only its own lcore touches it
 // while it runs, except the counters and the stop flag.
 type Worker struct {
-	Lcore  int
-	Socket int
-	mode   Mode
-	step   *dpdk.Step
-	rx     []rxSource
-	next   int
-	macHdr [][12]byte // per tx queue: destination then source MAC
-	stop   atomic.Bool
+	Lcore   int
+	Socket  int
+	mode    Mode
+	step    *dpdk.Step
+	rx      []rxSource
+	next    int
+	macHdr  [][12]byte // per tx queue: destination then source MAC
+	stop    atomic.Bool
+	looping atomic.Bool // Loop is running on the lcore
 	// TSC at the start of the previous poll and whether it carried packets:
 	// the cycles between two polls are charged to the first one's packets.
 	lastTSC  uint64
 	lastBusy bool
+	_        [64]byte // keep the hot counters off other workers' lines
 	c        lcoreCounters
+	_        [64]byte
+	snap     snapshot
 }
 
 // Poll is one step of the loop: one burst in, handled, queued out.
@@ -90,12 +94,12 @@ func (w *Worker) Poll() int {
 
 	tsc := w.step.TSC()
 	if w.lastBusy {
-		w.c.busyCycles.Add(tsc - w.lastTSC)
+		w.c.busyCycles += tsc - w.lastTSC
 	}
 	w.lastTSC, w.lastBusy = tsc, n > 0
-	w.c.hist[histBucket(n)].Add(1)
+	w.c.hist[histBucket(n)]++
 	if n == 0 {
-		w.c.emptyPolls.Add(1)
+		w.c.emptyPolls++
 		return 0
 	}
 
@@ -118,41 +122,39 @@ func (w *Worker) Poll() int {
 			copy(d[:12], hdr[:])
 			txq.Push(m)
 		}
-		if runts != 0 {
-			w.c.drops[DropRunt].Add(runts)
-		}
+		w.c.drops[DropRunt] += runts
 	}
-	w.c.packets.Add(uint64(n))
-	w.c.bursts.Add(1)
+	w.c.packets += uint64(n)
+	w.c.bursts++
 	return n
 }
 
 // Loop polls until Stop, then transmits what is still queued.
 func (w *Worker) Loop() {
+	w.looping.Store(true)
 	for !w.stop.Load() {
 		w.Poll()
+		w.serveSnapshot()
 	}
 	w.step.Flush()
+	w.looping.Store(false)
 }
 
 // Stats snapshots the worker's counters.
 func (w *Worker) Stats() LcoreStats {
+	c := w.counters()
 	s := LcoreStats{
 		Lcore:      w.Lcore,
 		Socket:     w.Socket,
-		Packets:    w.c.packets.Load(),
-		Bursts:     w.c.bursts.Load(),
-		EmptyPolls: w.c.emptyPolls.Load(),
-		BusyCycles: w.c.busyCycles.Load(),
+		Packets:    c.packets,
+		Bursts:     c.bursts,
+		EmptyPolls: c.emptyPolls,
+		BusyCycles: c.busyCycles,
+		Hist:       c.hist,
+		Drops:      c.drops,
 	}
 	for _, r := range w.rx {
 		s.Queues = append(s.Queues, fmt.Sprintf("%d/%d", r.port, r.queue))
-	}
-	for i := range s.Hist {
-		s.Hist[i] = w.c.hist[i].Load()
-	}
-	for i := range s.Drops {
-		s.Drops[i] = w.c.drops[i].Load()
 	}
 	for i := range w.step.Txq {
 		s.Drops[DropTxFull] += w.step.Txq[i].Dropped()
