@@ -47,7 +47,7 @@ fuzz:
 # roce-fwd against dpdk-testpmd on the same vdevs and lcore; prints both
 # rates and their ratio.
 bench: build
-	@sh scripts/bench.sh $(BIN) $(BENCH_SECONDS)
+	@bash scripts/bench.sh $(BIN) $(BENCH_SECONDS)
 
 # The built-in default config for a few seconds: a RoCEv2 capture replayed
 # through net_pcap into net_null, no NIC and no hugepages.

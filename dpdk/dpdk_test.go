@@ -81,12 +81,11 @@ func TestStepLoopback(t *testing.T) {
 	}
 	defer pool.Free()
 	p := ringPort(t, "net_ring_t0", pool)
-	step, err := NewStep(32, -1, []TxTarget{{Port: uint16(p), Queue: 0}}, 0)
+	step, err := NewStep(32, -1, []Queue{{Port: uint16(p)}}, []Queue{{Port: uint16(p)}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer step.Free()
-	step.SetRx(uint16(p), 0)
 
 	frames := [][]byte{bytes.Repeat([]byte{1}, 60), bytes.Repeat([]byte{2}, 1000), bytes.Repeat([]byte{3}, 64)}
 	for _, f := range frames {
@@ -99,10 +98,10 @@ func TestStepLoopback(t *testing.T) {
 		}
 		step.Txq[0].Push(m)
 	}
-	if rx := step.Run(); len(rx) != 3 {
-		t.Fatalf("received %d packets, want 3 (ring loops back what was sent in the same step)", len(rx))
+	if n := step.Run(); n != 3 || len(step.Rx(0)) != 3 {
+		t.Fatalf("received %d packets, want 3 (ring loops back what was sent in the same step)", n)
 	} else {
-		for i, m := range rx {
+		for i, m := range step.Rx(0) {
 			if !bytes.Equal(m.Data(), frames[i]) || m.PktLen() != len(frames[i]) || m.NbSegs() != 1 {
 				t.Errorf("packet %d differs", i)
 			}
@@ -112,8 +111,8 @@ func TestStepLoopback(t *testing.T) {
 	if got := step.Txq[0].Sent(); got != 3 {
 		t.Errorf("sent %d, want 3", got)
 	}
-	if rx := step.Run(); len(rx) != 0 {
-		t.Errorf("received %d, want 0", len(rx))
+	if n := step.Run(); n != 0 {
+		t.Errorf("received %d, want 0", n)
 	}
 	if pool.InUse() != 0 {
 		t.Errorf("%d mbufs still in use", pool.InUse())
@@ -141,29 +140,30 @@ func TestStepAllocs(t *testing.T) {
 	}
 	defer pool.Free()
 	p := ringPort(t, "net_ring_t1", pool)
-	step, err := NewStep(32, -1, []TxTarget{{Port: uint16(p), Queue: 0}}, 0)
+	step, err := NewStep(32, -1, []Queue{{Port: uint16(p)}}, []Queue{{Port: uint16(p)}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer step.Free()
-	step.SetRx(uint16(p), 0)
 	for i := 0; i < 8; i++ {
 		m := pool.Alloc()
 		_ = m.SetData(make([]byte, 64))
 		step.Txq[0].Push(m)
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		for _, m := range step.Run() {
+		step.Run()
+		for _, m := range step.Rx(0) {
 			step.Txq[0].Push(m)
 		}
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per step", allocs)
 	}
-	for _, m := range step.Run() {
+	step.Run()
+	for _, m := range step.Rx(0) {
 		step.Drop(m)
 	}
-	step.Run()
+	step.Flush()
 	if pool.InUse() != 0 {
 		t.Errorf("%d mbufs still in use", pool.InUse())
 	}

@@ -202,8 +202,21 @@ func Wait(lcore int) {
 	OnMain(func() { C.rte_eal_wait_lcore(C.uint(lcore)) })
 }
 
+// lcoreTIDs records the OS thread of each worker lcore that has run Go
+// code, so the control plane can keep its own threads off those CPUs.
+var lcoreTIDs sync.Map // lcore id -> tid
+
+// LcoreThreadIDs returns the OS thread ids of the worker lcores that have
+// started a launched function, by lcore.
+func LcoreThreadIDs() map[int]int {
+	out := map[int]int{}
+	lcoreTIDs.Range(func(k, v any) bool { out[k.(int)] = v.(int); return true })
+	return out
+}
+
 //export rfLcoreMain
 func rfLcoreMain(h C.uintptr_t) {
+	lcoreTIDs.Store(int(C.rte_lcore_id()), syscall.Gettid())
 	handle := cgo.Handle(h)
 	fn := handle.Value().(func())
 	handle.Delete()

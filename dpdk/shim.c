@@ -1,9 +1,10 @@
 #include "shim.h"
 #include "_cgo_export.h"
 
-uint16_t rf_step_run(struct rf_step *s)
+uint16_t rf_step_run(uintptr_t step)
 {
-	uint16_t i;
+	struct rf_step *s = (struct rf_step *)step;
+	uint16_t i, total = 0;
 
 	s->tsc = rte_rdtsc();
 	if (s->nb_drop) {
@@ -12,14 +13,20 @@ uint16_t rf_step_run(struct rf_step *s)
 	}
 	for (i = 0; i < s->nb_txq; i++) {
 		struct rf_txq *t = &s->txq[i];
-		uint16_t n = t->n, sent;
+		uint16_t n = t->n, sent = 0;
 		uint16_t retries = s->tx_retries;
 
 		if (n == 0)
 			continue;
-		sent = rte_eth_tx_burst(t->port, t->queue, t->pkts, n);
-		while (sent < n && retries-- > 0)
-			sent += rte_eth_tx_burst(t->port, t->queue, t->pkts + sent, n - sent);
+		/* A PMD may take fewer than offered per call (vector paths cap
+		 * the burst): keep going while it makes progress, and give up
+		 * after tx_retries calls that take nothing (ring full). */
+		while (sent < n) {
+			uint16_t k = rte_eth_tx_burst(t->port, t->queue, t->pkts + sent, n - sent);
+			sent += k;
+			if (k == 0 && retries-- == 0)
+				break;
+		}
 		if (sent < n) {
 			rte_pktmbuf_free_bulk(t->pkts + sent, n - sent);
 			t->dropped += n - sent;
@@ -27,8 +34,14 @@ uint16_t rf_step_run(struct rf_step *s)
 		t->sent += sent;
 		t->n = 0;
 	}
-	s->nb_rx = s->burst ? rte_eth_rx_burst(s->rx_port, s->rx_queue, s->rx, s->burst) : 0;
-	return s->nb_rx;
+	if (s->burst == 0)
+		return 0;
+	for (i = 0; i < s->nb_rxq; i++) {
+		struct rf_rxq *q = &s->rxq[i];
+		q->n = rte_eth_rx_burst(q->port, q->queue, s->rx + (size_t)i * s->burst, s->burst);
+		total += q->n;
+	}
+	return total;
 }
 
 static int rf_lcore_entry(void *arg)

@@ -22,7 +22,7 @@
 
 /* One transmit queue a worker writes to. Lives in DPDK memory. */
 struct rf_txq {
-	struct rte_mbuf **pkts; /* capacity: rf_step.burst */
+	struct rte_mbuf **pkts; /* capacity: rf_step.burst * nb_rxq */
 	uint16_t port;
 	uint16_t queue;
 	uint16_t n;          /* pending packets, set by Go */
@@ -31,25 +31,35 @@ struct rf_txq {
 	uint64_t dropped;    /* unsent after retries, freed by C */
 };
 
-/* One burst step: free what Go dropped, flush every pending tx queue, then
- * receive one burst.
- * Go fills the request fields, C fills the results. Lives in DPDK memory
- * so that no Go pointer ever crosses into C. */
+/* One receive queue a worker polls, and what the last step got from it. */
+struct rf_rxq {
+	uint16_t port;
+	uint16_t queue;
+	uint16_t n;          /* result of the last step */
+	uint16_t _pad;
+};
+
+/* One step of a worker: free what Go dropped, flush every pending tx queue,
+ * then receive one burst from each of its rx queues. Go fills the request
+ * fields, C fills the results. Lives in DPDK memory so that no Go pointer
+ * ever crosses into C. */
 struct rf_step {
-	struct rte_mbuf **rx;   /* capacity: burst */
+	struct rte_mbuf **rx;   /* nb_rxq * burst: queue i's burst at rx + i*burst */
+	struct rf_rxq *rxq;     /* nb_rxq entries */
 	struct rf_txq *txq;     /* nb_txq entries */
-	struct rte_mbuf **drop; /* capacity: burst; freed at the next step */
+	struct rte_mbuf **drop; /* capacity: burst * nb_rxq; freed at the next step */
 	uint16_t nb_drop;
+	uint16_t nb_rxq;
 	uint16_t nb_txq;
-	uint16_t burst;
-	uint16_t rx_port;
-	uint16_t rx_queue;
-	uint16_t nb_rx;         /* result */
-	uint16_t tx_retries;    /* extra tx_burst attempts before dropping */
+	uint16_t burst;         /* 0: flush only */
+	uint16_t tx_retries;    /* tx_burst calls that send nothing before dropping */
 	uint64_t tsc;           /* rte_rdtsc() at the start of this step */
 };
 
-uint16_t rf_step_run(struct rf_step *s);
+/* Takes the step as an integer: cgo checks every pointer argument for Go
+ * pointers on each call, which costs more than the step itself at line
+ * rate, and this one never is. */
+uint16_t rf_step_run(uintptr_t step);
 
 /* Lcore launch: the trampoline calls back into Go with a cgo.Handle. */
 int rf_launch(unsigned lcore, uintptr_t handle);

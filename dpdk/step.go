@@ -11,13 +11,15 @@ import (
 	"unsafe"
 )
 
-// Step is one worker's burst engine: a receive array and its transmit
-// queues, all in DPDK memory on the worker's socket. Each Run is a single
-// cgo call that transmits what the previous burst queued and receives the
-// next burst.
+// Step is one worker's burst engine: its receive queues and arrays, and
+// its transmit queues, all in DPDK memory on the worker's socket. Each Run
+// is a single cgo call that transmits what the previous step queued and
+// receives one burst from every receive queue.
 type Step struct {
 	c     *C.struct_rf_step
-	rx    []*Mbuf // view of c.rx
+	rx    []*Mbuf // view of c.rx: nb_rxq bursts
+	rxq   []C.struct_rf_rxq
+	burst int
 	drop  []*Mbuf // view of c.drop
 	ndrop int
 	Txq   []TxQueue
@@ -32,44 +34,61 @@ type TxQueue struct {
 	Queue uint16
 }
 
-// TxTarget names a transmit queue a Step feeds.
-type TxTarget struct{ Port, Queue uint16 }
+// Queue names a (port, queue) pair.
+type Queue struct{ Port, Queue uint16 }
 
-// NewStep allocates a step for bursts of up to burst packets, transmitting
-// to txs, on the given socket. txRetries is how many more times a partly
-// sent burst is offered to the PMD before the rest is freed and counted.
-func NewStep(burst, socket int, txs []TxTarget, txRetries int) (*Step, error) {
-	if burst < 1 || burst > 65535 {
+// NewStep allocates a step that polls rxs and transmits to txs, with
+// bursts of up to burst packets, on the given socket. txRetries is how
+// many transmit calls that take nothing (a full ring) are tolerated before
+// the rest of a burst is freed and counted as dropped.
+func NewStep(burst, socket int, rxs, txs []Queue, txRetries int) (*Step, error) {
+	if burst < 1 || burst*max(len(rxs), 1) > 65535 {
 		return nil, fmt.Errorf("burst %d out of range", burst)
 	}
+	if len(rxs) == 0 {
+		return nil, fmt.Errorf("a step needs at least one rx queue")
+	}
 	ptr := unsafe.Sizeof(uintptr(0))
-	size := unsafe.Sizeof(C.struct_rf_step{}) + uintptr(len(txs))*unsafe.Sizeof(C.struct_rf_txq{}) + uintptr(burst*(len(txs)+2))*ptr
+	per := burst * len(rxs) // what one step can receive, and so queue or drop
+	size := unsafe.Sizeof(C.struct_rf_step{}) +
+		uintptr(len(rxs))*unsafe.Sizeof(C.struct_rf_rxq{}) +
+		uintptr(len(txs))*unsafe.Sizeof(C.struct_rf_txq{}) +
+		uintptr(per*(len(txs)+2))*ptr
 	mem := C.rte_zmalloc_socket(nil, C.size_t(size), C.RTE_CACHE_LINE_SIZE, C.int(socket))
 	if mem == nil {
 		return nil, fmt.Errorf("allocating a burst step of %d bytes on socket %d: out of DPDK memory", size, socket)
 	}
-	c := (*C.struct_rf_step)(mem)
+	take := func(p *unsafe.Pointer, n uintptr) unsafe.Pointer {
+		q := *p
+		*p = unsafe.Add(*p, n)
+		return q
+	}
 	p := unsafe.Add(mem, unsafe.Sizeof(C.struct_rf_step{}))
-	c.txq = (*C.struct_rf_txq)(p)
-	p = unsafe.Add(p, uintptr(len(txs))*unsafe.Sizeof(C.struct_rf_txq{}))
-	c.rx = (**C.struct_rte_mbuf)(p)
-	p = unsafe.Add(p, uintptr(burst)*ptr)
-	c.drop = (**C.struct_rte_mbuf)(p)
-	p = unsafe.Add(p, uintptr(burst)*ptr)
+	c := (*C.struct_rf_step)(mem)
+	c.rxq = (*C.struct_rf_rxq)(take(&p, uintptr(len(rxs))*unsafe.Sizeof(C.struct_rf_rxq{})))
+	c.txq = (*C.struct_rf_txq)(take(&p, uintptr(len(txs))*unsafe.Sizeof(C.struct_rf_txq{})))
+	c.rx = (**C.struct_rte_mbuf)(take(&p, uintptr(per)*ptr))
+	c.drop = (**C.struct_rte_mbuf)(take(&p, uintptr(per)*ptr))
 	c.burst = C.uint16_t(burst)
+	c.nb_rxq = C.uint16_t(len(rxs))
 	c.nb_txq = C.uint16_t(len(txs))
 	c.tx_retries = C.uint16_t(txRetries)
-	s := &Step{c: c,
-		rx:   unsafe.Slice((**Mbuf)(unsafe.Pointer(c.rx)), burst),
-		drop: unsafe.Slice((**Mbuf)(unsafe.Pointer(c.drop)), burst)}
+	s := &Step{c: c, burst: burst,
+		rx:   unsafe.Slice((**Mbuf)(unsafe.Pointer(c.rx)), per),
+		rxq:  unsafe.Slice(c.rxq, len(rxs)),
+		drop: unsafe.Slice((**Mbuf)(unsafe.Pointer(c.drop)), per)}
+	for i, q := range rxs {
+		s.rxq[i].port = C.uint16_t(q.Port)
+		s.rxq[i].queue = C.uint16_t(q.Queue)
+	}
 	cq := unsafe.Slice(c.txq, len(txs))
 	s.Txq = make([]TxQueue, len(txs))
 	for i, t := range txs {
-		cq[i].pkts = (**C.struct_rte_mbuf)(p)
+		pk := take(&p, uintptr(per)*ptr)
+		cq[i].pkts = (**C.struct_rte_mbuf)(pk)
 		cq[i].port = C.uint16_t(t.Port)
 		cq[i].queue = C.uint16_t(t.Queue)
-		s.Txq[i] = TxQueue{c: &cq[i], pkts: unsafe.Slice((**Mbuf)(p), burst), Port: t.Port, Queue: t.Queue}
-		p = unsafe.Add(p, uintptr(burst)*ptr)
+		s.Txq[i] = TxQueue{c: &cq[i], pkts: unsafe.Slice((**Mbuf)(pk), per), Port: t.Port, Queue: t.Queue}
 	}
 	return s, nil
 }
@@ -90,15 +109,10 @@ func (s *Step) Free() {
 	s.c = nil
 }
 
-// SetRx selects the (port, queue) the next Run receives from.
-func (s *Step) SetRx(port, queue uint16) {
-	s.c.rx_port = C.uint16_t(port)
-	s.c.rx_queue = C.uint16_t(queue)
-}
-
-// Run flushes every transmit queue and receives one burst; it returns the
-// received packets, valid until the next Run.
-func (s *Step) Run() []*Mbuf {
+// Run flushes every transmit queue and receives one burst from each
+// receive queue; it returns the number received. Rx(i) gives queue i's
+// packets, valid until the next Run.
+func (s *Step) Run() int {
 	for i := range s.Txq {
 		t := &s.Txq[i]
 		t.c.n = C.uint16_t(t.n)
@@ -106,14 +120,13 @@ func (s *Step) Run() []*Mbuf {
 	}
 	s.c.nb_drop = C.uint16_t(s.ndrop)
 	s.ndrop = 0
-	n := C.rf_step_run(s.c)
-	return s.rx[:n]
+	return int(C.rf_step_run(C.uintptr_t(uintptr(unsafe.Pointer(s.c)))))
 }
 
-// Drop frees m at the next Run. The caller counts it under its reason.
-func (s *Step) Drop(m *Mbuf) {
-	s.drop[s.ndrop] = m
-	s.ndrop++
+// Rx is what rx queue i (in NewStep's order) received in the last Run.
+func (s *Step) Rx(i int) []*Mbuf {
+	off := i * s.burst
+	return s.rx[off : off+int(s.rxq[i].n)]
 }
 
 // Flush transmits and frees what is queued without receiving.
@@ -122,13 +135,22 @@ func (s *Step) Flush() {
 	s.c.burst = 0
 	s.Run()
 	s.c.burst = burst
+	for i := range s.rxq {
+		s.rxq[i].n = 0
+	}
+}
+
+// Drop frees m at the next Run. The caller counts it under its reason.
+func (s *Step) Drop(m *Mbuf) {
+	s.drop[s.ndrop] = m
+	s.ndrop++
 }
 
 // TSC is the timestamp counter read at the start of the last Run.
 func (s *Step) TSC() uint64 { return uint64(s.c.tsc) }
 
-// Push queues m for transmission at the next Run. The queue holds one
-// burst; the caller never queues more packets than it received.
+// Push queues m for transmission at the next Run. A queue holds what one
+// Run can receive; the caller never queues more packets than it received.
 func (t *TxQueue) Push(m *Mbuf) {
 	t.pkts[t.n] = m
 	t.n++

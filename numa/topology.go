@@ -216,3 +216,13 @@ func formatBytes(v uint64) string {
 		return fmt.Sprintf("%.1f MiB", float64(v)/mib)
 	}
 }
+
+// CPUs lists every CPU of every node.
+func (t *Topology) CPUs() []int {
+	var cpus []int
+	for _, n := range t.Nodes {
+		cpus = append(cpus, n.CPUs...)
+	}
+	slices.Sort(cpus)
+	return cpus
+}

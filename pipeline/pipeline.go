@@ -70,7 +70,7 @@ func New(spec Spec) (*Pipeline, error) {
 				dests = append(dests, rx.To)
 			}
 		}
-		targets := make([]dpdk.TxTarget, len(dests))
+		targets := make([]dpdk.Queue, len(dests))
 		w := &Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, macHdr: make([][12]byte, len(dests))}
 		for i, d := range dests {
 			ps, ok := spec.Ports[d]
@@ -85,13 +85,15 @@ func New(spec Spec) (*Pipeline, error) {
 					ps.Name, ps.TxQueues, q+1, q+1)
 			}
 			nextTxq[d] = q + 1
-			targets[i] = dpdk.TxTarget{Port: d, Queue: uint16(q)}
+			targets[i] = dpdk.Queue{Port: d, Queue: uint16(q)}
 			w.macHdr[i] = macHeader(ps.PeerMAC, ps.MAC)
 		}
+		var rxs []dpdk.Queue
 		for _, rx := range ws.Rx {
 			w.rx = append(w.rx, rxSource{port: rx.Port, queue: rx.Queue, tx: txIndex[rx.To]})
+			rxs = append(rxs, dpdk.Queue{Port: rx.Port, Queue: rx.Queue})
 		}
-		step, err := dpdk.NewStep(spec.Burst, ws.Socket, targets, spec.TxRetries)
+		step, err := dpdk.NewStep(spec.Burst, ws.Socket, rxs, targets, spec.TxRetries)
 		if err != nil {
 			p.Free()
 			return nil, fmt.Errorf("lcore %d: %w", ws.Lcore, err)

@@ -270,13 +270,8 @@ func TestPollDoesNotAllocate(t *testing.T) {
 			p.Stop()
 			w.step.Flush()
 			// Drain the ring so every mbuf returns to the pool.
-			for {
-				w.step.SetRx(uint16(set.Ports[0].ID), 0)
-				rx := w.step.Run()
-				if len(rx) == 0 {
-					break
-				}
-				for _, m := range rx {
+			for w.step.Run() != 0 {
+				for _, m := range w.step.Rx(0) {
 					w.step.Drop(m)
 				}
 			}

@@ -65,8 +65,7 @@ type Worker struct {
 	Socket  int
 	mode    Mode
 	step    *dpdk.Step
-	rx      []rxSource
-	next    int
+	rx      []rxSource // in the step's rx queue order
 	macHdr  [][12]byte // per tx queue: destination then source MAC
 	stop    atomic.Bool
 	looping atomic.Bool // Loop is running on the lcore
@@ -80,53 +79,52 @@ type Worker struct {
 	snap     snapshot
 }
 
-// Poll is one step of the loop: one burst in, handled, queued out.
-// It returns the number of packets received.
+// Poll is one step of the loop: a burst in from every rx queue of the
+// worker (one cgo call for all of them, which also sent the previous
+// poll's packets), each handled and queued out. It returns the number of
+// packets received.
 func (w *Worker) Poll() int {
-	src := &w.rx[w.next]
-	w.next++
-	if w.next == len(w.rx) {
-		w.next = 0
-	}
-	w.step.SetRx(src.port, src.queue)
-	pkts := w.step.Run()
-	n := len(pkts)
+	total := w.step.Run()
 
 	tsc := w.step.TSC()
 	if w.lastBusy {
 		w.c.busyCycles += tsc - w.lastTSC
 	}
-	w.lastTSC, w.lastBusy = tsc, n > 0
-	w.c.hist[histBucket(n)]++
-	if n == 0 {
-		w.c.emptyPolls++
-		return 0
-	}
+	w.lastTSC, w.lastBusy = tsc, total > 0
 
-	txq := &w.step.Txq[src.tx]
-	switch w.mode {
-	case ModeIO:
-		for _, m := range pkts {
-			txq.Push(m)
+	for i := range w.rx {
+		pkts := w.step.Rx(i)
+		n := len(pkts)
+		w.c.hist[histBucket(n)]++
+		if n == 0 {
+			w.c.emptyPolls++
+			continue
 		}
-	case ModeMAC:
-		hdr := &w.macHdr[src.tx]
-		runts := uint64(0)
-		for _, m := range pkts {
-			d := m.Data()
-			if len(d) < 14 {
-				w.step.Drop(m)
-				runts++
-				continue
+		w.c.bursts++
+		txq := &w.step.Txq[w.rx[i].tx]
+		switch w.mode {
+		case ModeIO:
+			for _, m := range pkts {
+				txq.Push(m)
 			}
-			copy(d[:12], hdr[:])
-			txq.Push(m)
+		case ModeMAC:
+			hdr := &w.macHdr[w.rx[i].tx]
+			runts := uint64(0)
+			for _, m := range pkts {
+				d := m.Data()
+				if len(d) < 14 {
+					w.step.Drop(m)
+					runts++
+					continue
+				}
+				copy(d[:12], hdr[:])
+				txq.Push(m)
+			}
+			w.c.drops[DropRunt] += runts
 		}
-		w.c.drops[DropRunt] += runts
 	}
-	w.c.packets += uint64(n)
-	w.c.bursts++
-	return n
+	w.c.packets += uint64(total)
+	return total
 }
 
 // Loop polls until Stop, then transmits what is still queued.
