@@ -1,0 +1,98 @@
+package qpstats
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Flow is one QP flow merged over every worker's table.
+type Flow struct {
+	Key
+	Counters
+}
+
+// Merge sums entries with the same key (a QP seen on two lcores, which RSS
+// avoids but a reconfiguration can cause).
+func Merge(tables ...[]Entry) []Flow {
+	byKey := map[Key]int{}
+	var out []Flow
+	for _, tab := range tables {
+		for i := range tab {
+			e := &tab[i]
+			j, ok := byKey[e.Key]
+			if !ok {
+				byKey[e.Key] = len(out)
+				out = append(out, Flow{Key: e.Key, Counters: e.Counters})
+				continue
+			}
+			add(&out[j].Counters, &e.Counters)
+		}
+	}
+	return out
+}
+
+func add(a, b *Counters) {
+	if b.LastSeen > a.LastSeen {
+		a.ExpectedPSN, a.PSNKnown = b.ExpectedPSN, b.PSNKnown
+	}
+	a.Packets += b.Packets
+	a.Bytes += b.Bytes
+	a.FirstSeen = min(a.FirstSeen, b.FirstSeen)
+	a.LastSeen = max(a.LastSeen, b.LastSeen)
+	for i := range a.Mix {
+		a.Mix[i] += b.Mix[i]
+	}
+	a.OutOfOrder += b.OutOfOrder
+	a.Gaps += b.Gaps
+	a.GapPSNs += b.GapPSNs
+	for i := range a.NAKs {
+		a.NAKs[i] += b.NAKs[i]
+	}
+	a.RNRNAKs += b.RNRNAKs
+	a.CNPs += b.CNPs
+	a.CE += b.CE
+}
+
+// SortKeys are the orders Top understands.
+var SortKeys = []string{"bytes", "packets", "naks", "cnp", "gaps"}
+
+// Top sorts flows by the named counter, largest first, and keeps n
+// (n <= 0 keeps all). Ties go by bytes, then by key, so output is stable.
+func Top(flows []Flow, n int, by string) ([]Flow, error) {
+	var metric func(*Flow) uint64
+	switch by {
+	case "bytes", "":
+		metric = func(f *Flow) uint64 { return f.Bytes }
+	case "packets":
+		metric = func(f *Flow) uint64 { return f.Packets }
+	case "naks":
+		metric = func(f *Flow) uint64 { return f.NAKTotal() + f.RNRNAKs }
+	case "cnp":
+		metric = func(f *Flow) uint64 { return f.CNPs }
+	case "gaps":
+		metric = func(f *Flow) uint64 { return f.Gaps + f.OutOfOrder }
+	default:
+		return nil, fmt.Errorf("unknown order %q (valid: %v)", by, SortKeys)
+	}
+	out := slices.Clone(flows)
+	slices.SortFunc(out, func(a, b Flow) int {
+		if c := cmp.Compare(metric(&b), metric(&a)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {
+			return c
+		}
+		if c := slices.Compare(a.Src[:], b.Src[:]); c != 0 {
+			return c
+		}
+		if c := slices.Compare(a.Dst[:], b.Dst[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.QP, b.QP)
+	})
+	if n > 0 && len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
+}

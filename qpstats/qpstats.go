@@ -1,0 +1,314 @@
+// Package qpstats keeps per-queue-pair RoCEv2 telemetry on the data path:
+// a fixed-size table per worker lcore, keyed by (source IP, destination
+// IP, destination QP), that never allocates after it is made. Entries age
+// out after a configurable idle time; when a probe window is full the
+// least recently seen entry is evicted. Both are counted.
+//
+// A flow's packets all travel one way, so a requester→responder flow
+// carries requests and the reverse flow carries responses and ACKs to the
+// requester's QP. PSN continuity is tracked on every packet but ACKs
+// (which are cumulative and may coalesce): a PSN one past the last is in
+// order, a later one is a gap (the PSNs skipped are counted), an earlier
+// one is out of order (a retransmission or reordering). A READ request
+// consumes one PSN per response packet, which depends on the path MTU, so
+// after a READ request any forward PSN is accepted as in order.
+package qpstats
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"roce-fwd/roce"
+)
+
+// Key identifies a flow to one QP. Addresses are IPv6 as two big-endian
+// words (IPv4 as IPv4-mapped IPv6), so keys compare and hash as words.
+type Key struct {
+	Src, Dst [2]uint64
+	QP       uint32
+}
+
+func addr(w [2]uint64) netip.Addr {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], w[0])
+	binary.BigEndian.PutUint64(b[8:], w[1])
+	return netip.AddrFrom16(b).Unmap()
+}
+
+// SrcAddr is the source address (IPv4 unmapped).
+func (k Key) SrcAddr() netip.Addr { return addr(k.Src) }
+
+// DstAddr is the destination address.
+func (k Key) DstAddr() netip.Addr { return addr(k.Dst) }
+
+// Opcode classes of the opcode mix.
+const (
+	ClassSend = iota
+	ClassWrite
+	ClassReadRequest
+	ClassReadResponse
+	ClassAck
+	ClassAtomic
+	ClassCNP
+	ClassOther
+	NumClasses
+)
+
+// ClassNames name the opcode classes.
+var ClassNames = [NumClasses]string{"send", "write", "read_request", "read_response", "ack", "atomic", "cnp", "other"}
+
+// NAK syndromes counted separately; anything else counts as "other".
+const (
+	NAKPSNSequence = iota
+	NAKInvalidRequest
+	NAKRemoteAccess
+	NAKRemoteOperational
+	NAKInvalidRDRequest
+	NAKOther
+	NumNAKs
+)
+
+// NAKNames name the NAK counters.
+var NAKNames = [NumNAKs]string{"psn_sequence_error", "invalid_request", "remote_access_error", "remote_operational_error", "invalid_rd_request", "other"}
+
+// Counters are one QP flow's statistics.
+type Counters struct {
+	Packets     uint64
+	Bytes       uint64 // whole frames
+	FirstSeen   int64  // unix nanoseconds
+	LastSeen    int64
+	Mix         [NumClasses]uint64
+	ExpectedPSN uint32 // next PSN in order, valid when PSNKnown
+	PSNKnown    bool
+	afterRead   bool // the last request was a READ: any forward PSN is in order
+	OutOfOrder  uint64
+	Gaps        uint64 // times the PSN jumped forward
+	GapPSNs     uint64 // PSNs skipped over by those jumps
+	NAKs        [NumNAKs]uint64
+	RNRNAKs     uint64
+	CNPs        uint64
+	CE          uint64 // packets that arrived CE-marked
+}
+
+// NAKTotal is the number of NAKs of any kind (RNR NAKs excluded).
+func (c *Counters) NAKTotal() uint64 {
+	var n uint64
+	for _, v := range c.NAKs {
+		n += v
+	}
+	return n
+}
+
+// Entry is one slot of the table.
+type Entry struct {
+	Key
+	Counters
+	used bool
+}
+
+// TableStats count how the table itself fared.
+type TableStats struct {
+	Slots     int
+	Used      int
+	Inserts   uint64
+	Evictions uint64 // a live entry pushed out because its probe window was full
+	Aged      uint64 // an idle entry reused after MaxAge
+}
+
+// probeWindow is how many slots a key may occupy from its hash.
+const probeWindow = 8
+
+// Table is one worker's QP table. Only its worker calls Observe.
+type Table struct {
+	slots  []Entry
+	mask   uint32
+	maxAge int64 // ns; 0: entries never age
+	stats  TableStats
+}
+
+// New makes a table of at least n slots (rounded up to a power of two),
+// whose entries idle for maxAgeNS nanoseconds may be reused.
+func New(n int, maxAgeNS int64) *Table {
+	size := 16
+	for size < n {
+		size <<= 1
+	}
+	return &Table{slots: make([]Entry, size), mask: uint32(size - 1), maxAge: maxAgeNS,
+		stats: TableStats{Slots: size}}
+}
+
+// v4mapped is the upper half of the low word of an IPv4-mapped address.
+const v4mapped = 0xffff << 32
+
+// KeyOf builds the flow key of a classified RoCE frame.
+func KeyOf(frame []byte, r *roce.Result) (k Key) {
+	l3 := int(r.L3)
+	if r.IPVersion == 4 {
+		ip := frame[l3+12 : l3+20]
+		k.Src[1] = v4mapped | uint64(binary.BigEndian.Uint32(ip))
+		k.Dst[1] = v4mapped | uint64(binary.BigEndian.Uint32(ip[4:]))
+	} else {
+		ip := frame[l3+8 : l3+40]
+		k.Src[0] = binary.BigEndian.Uint64(ip)
+		k.Src[1] = binary.BigEndian.Uint64(ip[8:])
+		k.Dst[0] = binary.BigEndian.Uint64(ip[16:])
+		k.Dst[1] = binary.BigEndian.Uint64(ip[24:])
+	}
+	k.QP = r.DestQP
+	return k
+}
+
+func hash(k *Key) uint32 {
+	h := (k.Src[0] ^ k.Src[1]*0x9e3779b97f4a7c15) ^ (k.Dst[0]^k.Dst[1]*0xc2b2ae3d27d4eb4f)*0x165667b19e3779f9 ^
+		uint64(k.QP)*0xff51afd7ed558ccd
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	return uint32(h >> 32)
+}
+
+// Observe counts one classified RoCE frame of frameLen bytes seen at now
+// (unix ns, one reading per burst is enough).
+func (t *Table) Observe(frame []byte, r *roce.Result, frameLen int, now int64) {
+	k := KeyOf(frame, r)
+	e := t.find(&k, now)
+	c := &e.Counters
+	c.Packets++
+	c.Bytes += uint64(frameLen)
+	c.LastSeen = now
+	if r.ECN == 3 {
+		c.CE++
+	}
+	op := r.Opcode
+	class := classOf(op, r)
+	c.Mix[class]++
+	switch {
+	case r.CNP:
+		c.CNPs++
+		return
+	case r.HasAETH && r.AETH.IsNAK():
+		c.NAKs[nakIndex(r.AETH.NAKCode())]++
+	case r.HasAETH && r.AETH.IsRNRNAK():
+		c.RNRNAKs++
+	}
+	if class == ClassAck {
+		return // cumulative: no continuity to check
+	}
+	c.trackPSN(r.PSN, class == ClassReadRequest)
+}
+
+func (c *Counters) trackPSN(psn uint32, isRead bool) {
+	if c.PSNKnown {
+		// 24-bit serial arithmetic: differences in the upper half are "behind".
+		d := (psn - c.ExpectedPSN) & 0xffffff
+		switch {
+		case d == 0:
+		case d < 1<<23:
+			if !c.afterRead {
+				c.Gaps++
+				c.GapPSNs += uint64(d)
+			}
+		default:
+			c.OutOfOrder++
+			c.afterRead = isRead
+			return // do not move expectations back
+		}
+	}
+	c.ExpectedPSN = (psn + 1) & 0xffffff
+	c.PSNKnown = true
+	c.afterRead = isRead
+}
+
+func nakIndex(code roce.NAKCode) int {
+	switch code {
+	case roce.NAKPSNSequenceError:
+		return NAKPSNSequence
+	case roce.NAKInvalidRequest:
+		return NAKInvalidRequest
+	case roce.NAKRemoteAccessError:
+		return NAKRemoteAccess
+	case roce.NAKRemoteOperationalError:
+		return NAKRemoteOperational
+	case roce.NAKInvalidRDRequest:
+		return NAKInvalidRDRequest
+	}
+	return NAKOther
+}
+
+// classOf maps an opcode to its class with the low five bits, which name
+// the operation in every transport.
+func classOf(op roce.Opcode, r *roce.Result) int {
+	if r.CNP {
+		return ClassCNP
+	}
+	switch uint8(op) & 0x1f {
+	case 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x16, 0x17:
+		return ClassSend
+	case 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x1d:
+		return ClassWrite
+	case 0x0c:
+		return ClassReadRequest
+	case 0x0d, 0x0e, 0x0f, 0x10:
+		return ClassReadResponse
+	case 0x11:
+		return ClassAck
+	case 0x12, 0x13, 0x14:
+		return ClassAtomic
+	}
+	return ClassOther
+}
+
+// find returns the entry for k, inserting it if needed.
+func (t *Table) find(k *Key, now int64) *Entry {
+	h := hash(k)
+	var victim *Entry
+	for i := uint32(0); i < probeWindow; i++ {
+		e := &t.slots[(h+i)&t.mask]
+		if !e.used {
+			return t.insert(e, k, now)
+		}
+		if e.QP == k.QP && e.Src == k.Src && e.Dst == k.Dst { // word compares, no memequal call
+			return e
+		}
+		if t.maxAge > 0 && now-e.LastSeen > t.maxAge {
+			t.stats.Aged++
+			t.stats.Used--
+			return t.insert(e, k, now)
+		}
+		if victim == nil || e.LastSeen < victim.LastSeen {
+			victim = e
+		}
+	}
+	t.stats.Evictions++
+	t.stats.Used--
+	return t.insert(victim, k, now)
+}
+
+func (t *Table) insert(e *Entry, k *Key, now int64) *Entry {
+	*e = Entry{Key: *k, used: true}
+	e.FirstSeen = now
+	t.stats.Inserts++
+	t.stats.Used++
+	return e
+}
+
+// Stats reports the table's own counters.
+func (t *Table) Stats() TableStats { return t.stats }
+
+// CopyTo copies the used entries into dst (reusing its storage) and
+// returns it with the table's stats; the worker calls it when the control
+// plane asks for a snapshot.
+func (t *Table) CopyTo(dst []Entry) ([]Entry, TableStats) {
+	dst = dst[:0]
+	for i := range t.slots {
+		if t.slots[i].used {
+			dst = append(dst, t.slots[i])
+		}
+	}
+	return dst, t.stats
+}
+
+// Reset empties the table and its counters.
+func (t *Table) Reset() {
+	clear(t.slots)
+	t.stats = TableStats{Slots: len(t.slots)}
+}
