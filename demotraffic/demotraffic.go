@@ -5,16 +5,10 @@
 package demotraffic
 
 import (
-	"bytes"
 	"encoding/binary"
 	"hash/crc32"
-	"io"
-	"os"
-	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
+	"roce-fwd/pcapio"
 )
 
 // RoCEv2 UDP destination port.
@@ -170,27 +164,5 @@ func pad60(fr []byte) []byte {
 	return fr
 }
 
-// WritePcap writes frames as a pcap (Ethernet link type).
-func WritePcap(w io.Writer, frames [][]byte) error {
-	pw := pcapgo.NewWriter(w)
-	if err := pw.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
-		return err
-	}
-	ts := time.Unix(1700000000, 0)
-	for i, f := range frames {
-		ci := gopacket.CaptureInfo{Timestamp: ts.Add(time.Duration(i) * time.Microsecond), CaptureLength: len(f), Length: len(f)}
-		if err := pw.WritePacket(ci, f); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // WriteFile writes the demo capture to path.
-func WriteFile(path string) error {
-	var buf bytes.Buffer
-	if err := WritePcap(&buf, Frames()); err != nil {
-		return err
-	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
-}
+func WriteFile(path string) error { return pcapio.WriteFile(path, Frames()) }

@@ -3,16 +3,13 @@
 package testenv
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"testing"
 
-	"github.com/gopacket/gopacket/pcapgo"
-
 	"roce-fwd/demotraffic"
 	"roce-fwd/dpdk"
+	"roce-fwd/pcapio"
 )
 
 // EALArgs are the arguments tests run EAL with: no hugepages, no shared
@@ -37,14 +34,10 @@ func Main(m *testing.M, name string) {
 	os.Exit(code)
 }
 
-// WritePcap writes frames to a new pcap file in dir.
+// WritePcap writes frames to a new pcap file.
 func WritePcap(t testing.TB, path string, frames [][]byte) {
 	t.Helper()
-	var buf bytes.Buffer
-	if err := demotraffic.WritePcap(&buf, frames); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+	if err := pcapio.WriteFile(path, frames); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -52,26 +45,11 @@ func WritePcap(t testing.TB, path string, frames [][]byte) {
 // ReadPcap returns every frame of a pcap file.
 func ReadPcap(t testing.TB, path string) [][]byte {
 	t.Helper()
-	f, err := os.Open(path)
+	frames, err := pcapio.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	r, err := pcapgo.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for {
-		data, _, err := r.ReadPacketData()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, data)
-	}
+	return frames
 }
 
 // Frames returns n frames of the demo mix with sizes spread from 60 to

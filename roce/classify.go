@@ -1,0 +1,387 @@
+package roce
+
+import (
+	"encoding/binary"
+	"strconv"
+)
+
+// Reason says why a frame could not be classified completely. Reasons are
+// small integers so per-reason drop counters can be a plain array.
+type Reason uint8
+
+const (
+	ReasonNone           Reason = iota
+	ErrTruncatedEth             // shorter than an Ethernet header
+	ErrTruncatedVLAN            // tag cut short
+	ErrTooManyTags              // a third tag: L3 not looked for
+	ErrTruncatedIPv4            // IPv4 header (with options) past the frame
+	ErrBadIPVersion             // version nibble disagrees with the EtherType
+	ErrBadIHL                   // IHL below 5
+	ErrIPv4TotalLength          // total length below the header or past the frame
+	ErrTruncatedIPv6            // IPv6 header past the frame
+	ErrIPv6PayloadLength        // payload length past the frame
+	ErrTruncatedIPv6Ext         // extension header past the IP payload
+	ErrIPv6ExtChain             // more extension headers than MaxIPv6Ext
+	ErrIPFragment               // first fragment of a fragmented RoCEv2 datagram
+	ErrTruncatedUDP             // UDP header past the IP payload
+	ErrUDPLength                // UDP length below 8+12+4 or past the IP payload
+	ErrTruncatedBTH             // IP payload too short for a BTH
+	ErrBadTVer                  // BTH transport version not 0
+	ErrReservedOpcode           // opcode reserved or manufacturer specific
+	ErrTruncatedExt             // extension headers run into the ICRC
+	ErrBadPad                   // pad count beyond the payload, or payload+pad not 4-aligned
+	ErrBadICRC                  // ICRC mismatch (only when verification is on)
+	NumReasons
+)
+
+var reasonNames = [NumReasons]string{
+	"none", "truncated-eth", "truncated-vlan", "too-many-tags", "truncated-ipv4",
+	"bad-ip-version", "bad-ihl", "ipv4-total-length", "truncated-ipv6",
+	"ipv6-payload-length", "truncated-ipv6-ext", "ipv6-ext-chain", "ip-fragment",
+	"truncated-udp", "udp-length", "truncated-bth", "bad-tver", "reserved-opcode",
+	"truncated-ext-header", "bad-pad", "bad-icrc",
+}
+
+func (r Reason) String() string {
+	if r < NumReasons {
+		return reasonNames[r]
+	}
+	return "reason-" + strconv.Itoa(int(r))
+}
+
+// MaxIPv6Ext bounds the extension headers walked per packet so a crafted
+// chain cannot make classification cost grow with frame size.
+const MaxIPv6Ext = 6
+
+// Trust selects which marking assigns the traffic class.
+type Trust uint8
+
+const (
+	TrustDSCP Trust = iota
+	TrustPCP
+	TrustNone
+)
+
+var trustNames = [...]string{"dscp", "pcp", "none"}
+
+func (t Trust) String() string {
+	if int(t) < len(trustNames) {
+		return trustNames[t]
+	}
+	return "trust-" + strconv.Itoa(int(t))
+}
+
+// TCMap maps markings to traffic classes.
+type TCMap struct {
+	Trust Trust
+	DSCP  [64]uint8
+	PCP   [8]uint8
+}
+
+// DefaultTCMap is the mlx5 firmware default: trust DSCP, TC = DSCP>>3,
+// PCP n -> TC n.
+func DefaultTCMap() TCMap {
+	var m TCMap
+	for i := range m.DSCP {
+		m.DSCP[i] = uint8(i >> 3)
+	}
+	for i := range m.PCP {
+		m.PCP[i] = uint8(i)
+	}
+	return m
+}
+
+var defaultTCMap = DefaultTCMap()
+
+// tc: IP packets under trust DSCP use the DSCP; tagged frames otherwise use
+// the PCP of the tag nearest the payload; everything else is TC0.
+func (m *TCMap) tc(r *Result) uint8 {
+	switch m.Trust {
+	case TrustDSCP:
+		if r.IPVersion != 0 {
+			return m.DSCP[r.DSCP&63]
+		}
+		if r.Tagged {
+			return m.PCP[r.PCP&7]
+		}
+	case TrustPCP:
+		if r.Tagged {
+			return m.PCP[r.PCP&7]
+		}
+	}
+	return 0
+}
+
+// Result is what Classify learns about one frame. Offsets count from the
+// frame start and are 0 when the header is absent.
+type Result struct {
+	L3, L4, BTH uint16
+	PayloadOff  uint16 // first byte after the extension headers
+	PayloadLen  uint16 // excluding pad and ICRC
+	ICRCOff     uint16 // UDP start + UDP length - 4
+	EtherType   uint16 // after any tags
+	VID         uint16 // of the tag nearest the IP header
+	PKey        uint16
+	DestQP      uint32
+	PSN         uint32
+	Opcode      Opcode
+	Transport   Transport
+	IPVersion   uint8 // 0 when there is no usable IP header
+	Tags        uint8
+	PCP         uint8
+	DSCP        uint8
+	ECN         uint8
+	TC          uint8
+	PadCount    uint8
+	TVer        uint8
+	AETH        AETHSyndrome // valid when HasAETH
+	ICRC        ICRCState
+	Err         Reason
+	RoCE        bool // UDP destination port 4791 with a BTH
+	Tagged      bool
+	CNP         bool
+	FECN        bool
+	BECN        bool
+	AckReq      bool
+	SE          bool
+	MigReq      bool
+	HasAETH     bool
+	Fragment    bool // any IP fragment; a non-first one is never RoCE
+}
+
+// Classify parses frame (Ethernet, up to two VLAN tags, IPv4/IPv6, UDP,
+// BTH and extension headers) into out, assigns a traffic class under m
+// (nil means DefaultTCMap) and, if verifyICRC, checks the ICRC. It never
+// allocates and never panics; problems land in out.Err. Frames longer than
+// 65535 bytes are looked at up to that length.
+func Classify(frame []byte, m *TCMap, verifyICRC bool, out *Result) {
+	*out = Result{}
+	if len(frame) > 0xffff {
+		frame = frame[:0xffff]
+	}
+	classify(frame, verifyICRC, out)
+	if m == nil {
+		m = &defaultTCMap
+	}
+	out.TC = m.tc(out)
+}
+
+func classify(f []byte, verify bool, r *Result) {
+	n := len(f)
+	if n < EthernetHeaderLen {
+		r.Err = ErrTruncatedEth
+		return
+	}
+	et := binary.BigEndian.Uint16(f[12:])
+	off := EthernetHeaderLen
+	for IsTPID(et) {
+		if r.Tags == MaxTags {
+			r.EtherType = et
+			r.Err = ErrTooManyTags
+			return
+		}
+		if n < off+VLANTagLen {
+			r.Err = ErrTruncatedVLAN
+			return
+		}
+		t := f[off : off+VLANTagLen]
+		r.Tagged = true
+		r.Tags++
+		r.PCP = t[0] >> 5
+		r.VID = binary.BigEndian.Uint16(t) & 0x0fff
+		et = binary.BigEndian.Uint16(t[2:])
+		off += VLANTagLen
+	}
+	r.EtherType = et
+
+	var l4, ipEnd int
+	var frag bool
+	switch et {
+	case EtherTypeIPv4:
+		if n < off+IPv4MinHeaderLen {
+			r.Err = ErrTruncatedIPv4
+			return
+		}
+		ip := f[off : off+IPv4MinHeaderLen]
+		if ip[0]>>4 != 4 {
+			r.Err = ErrBadIPVersion
+			return
+		}
+		r.IPVersion = 4
+		r.L3 = uint16(off)
+		r.DSCP = ip[1] >> 2
+		r.ECN = ip[1] & 3
+		hl := int(ip[0]&0x0f) << 2
+		if hl < IPv4MinHeaderLen {
+			r.Err = ErrBadIHL
+			return
+		}
+		if off+hl > n {
+			r.Err = ErrTruncatedIPv4
+			return
+		}
+		tl := int(binary.BigEndian.Uint16(ip[2:]))
+		ipEnd = off + tl
+		if tl < hl || ipEnd > n {
+			r.Err = ErrIPv4TotalLength
+			return
+		}
+		fo := binary.BigEndian.Uint16(ip[6:])
+		if fo&0x3fff != 0 {
+			r.Fragment = true
+			if fo&0x1fff != 0 {
+				return // a later fragment has no UDP header
+			}
+			frag = true
+		}
+		if ip[9] != ProtoUDP {
+			return
+		}
+		l4 = off + hl
+	case EtherTypeIPv6:
+		if n < off+IPv6HeaderLen {
+			r.Err = ErrTruncatedIPv6
+			return
+		}
+		ip := f[off : off+IPv6HeaderLen]
+		if ip[0]>>4 != 6 {
+			r.Err = ErrBadIPVersion
+			return
+		}
+		r.IPVersion = 6
+		r.L3 = uint16(off)
+		tc := ip[0]<<4 | ip[1]>>4
+		r.DSCP = tc >> 2
+		r.ECN = tc & 3
+		ipEnd = off + IPv6HeaderLen + int(binary.BigEndian.Uint16(ip[4:]))
+		if ipEnd > n {
+			r.Err = ErrIPv6PayloadLength
+			return
+		}
+		nh := ip[6]
+		l4 = off + IPv6HeaderLen
+		for i := 0; nh != ProtoUDP; i++ {
+			if !IsIPv6ExtHeader(nh) {
+				return
+			}
+			if i == MaxIPv6Ext {
+				r.Err = ErrIPv6ExtChain
+				return
+			}
+			if l4+8 > ipEnd {
+				r.Err = ErrTruncatedIPv6Ext
+				return
+			}
+			h := f[l4 : l4+8]
+			if nh == ProtoFragment {
+				// Offset 0 without M is an atomic fragment: a whole datagram.
+				fo := binary.BigEndian.Uint16(h[2:])
+				if fo&0xfff9 != 0 {
+					r.Fragment = true
+					if fo&0xfff8 != 0 {
+						return
+					}
+					frag = true
+				}
+				l4 += 8
+			} else {
+				l4 += (int(h[1]) + 1) << 3
+			}
+			nh = h[0]
+		}
+		if l4 > ipEnd {
+			r.Err = ErrTruncatedIPv6Ext
+			return
+		}
+	default:
+		return
+	}
+
+	if l4+UDPHeaderLen > ipEnd {
+		r.Err = ErrTruncatedUDP
+		return
+	}
+	u := f[l4 : l4+UDPHeaderLen]
+	r.L4 = uint16(l4)
+	if binary.BigEndian.Uint16(u[2:]) != RoCEv2Port {
+		return
+	}
+	r.RoCE = true
+	bth := l4 + UDPHeaderLen
+	if bth+BTHLen > ipEnd {
+		if frag {
+			r.Err = ErrIPFragment
+		} else {
+			r.Err = ErrTruncatedBTH
+		}
+		return
+	}
+	b := f[bth : bth+BTHLen]
+	op := Opcode(b[0])
+	r.BTH = uint16(bth)
+	r.Opcode = op
+	r.Transport = Transport(op >> 5)
+	r.CNP = op == OpCNP
+	r.SE = b[1]&0x80 != 0
+	r.MigReq = b[1]&0x40 != 0
+	pad := int(b[1] >> 4 & 3)
+	r.PadCount = uint8(pad)
+	r.TVer = b[1] & 0x0f
+	r.PKey = binary.BigEndian.Uint16(b[2:])
+	r.FECN = b[4]&0x80 != 0
+	r.BECN = b[4]&0x40 != 0
+	r.DestQP = binary.BigEndian.Uint32(b[4:]) & 0xffffff
+	r.AckReq = b[8]&0x80 != 0
+	r.PSN = binary.BigEndian.Uint32(b[8:]) & 0xffffff
+	if frag {
+		// The ICRC is in the last fragment; nothing more to check here.
+		r.Err = ErrIPFragment
+		return
+	}
+
+	ulen := int(binary.BigEndian.Uint16(u[4:]))
+	if ulen < UDPHeaderLen+BTHLen+ICRCLen || l4+ulen > ipEnd {
+		r.Err = ErrUDPLength
+		return
+	}
+	icrcOff := l4 + ulen - ICRCLen
+	r.ICRCOff = uint16(icrcOff)
+
+	info := &opTable[op]
+	switch {
+	case r.TVer != 0:
+		r.Err = ErrBadTVer
+	case !info.Defined:
+		r.Err = ErrReservedOpcode
+	default:
+		ext := bth + BTHLen
+		extEnd := ext + int(info.ExtLen)
+		if extEnd > icrcOff {
+			r.Err = ErrTruncatedExt
+			break
+		}
+		if info.Ext&ExtAETH != 0 {
+			r.HasAETH = true
+			r.AETH = AETHSyndrome(f[ext+int(info.aeth)])
+		}
+		rest := icrcOff - extEnd
+		if pad > rest || rest&3 != 0 {
+			r.Err = ErrBadPad
+			break
+		}
+		r.PayloadOff = uint16(extEnd)
+		r.PayloadLen = uint16(rest - pad)
+	}
+
+	if verify {
+		crc := icrcSum(f, int(r.L3), l4, icrcOff, r.IPVersion == 6)
+		if crc == binary.LittleEndian.Uint32(f[icrcOff:]) {
+			r.ICRC = ICRCOK
+		} else {
+			r.ICRC = ICRCBad
+			if r.Err == ReasonNone {
+				r.Err = ErrBadICRC
+			}
+		}
+	}
+}

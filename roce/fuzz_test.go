@@ -1,0 +1,132 @@
+package roce_test
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"testing"
+
+	"roce-fwd/roce"
+	"roce-fwd/roce/internal/rocetest"
+)
+
+// refICRC is the spec read literally: copy, mask, CRC the whole thing.
+func refICRC(f []byte, l3, l4, end int) uint32 {
+	buf := append([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, f[l3:end]...)
+	ip := buf[8:]
+	if ip[0]>>4 == 6 {
+		ip[0] |= 0x0f
+		ip[1], ip[2], ip[3], ip[7] = 0xff, 0xff, 0xff, 0xff
+	} else {
+		ip[1], ip[8], ip[10], ip[11] = 0xff, 0xff, 0xff, 0xff
+	}
+	u := ip[l4-l3:]
+	u[6], u[7], u[8+4] = 0xff, 0xff, 0xff
+	return crc32.ChecksumIEEE(buf)
+}
+
+func addSeeds(f *testing.F) {
+	for _, c := range rocetest.Corpus() {
+		f.Add(c.Frame)
+	}
+	// Captures are optional here: a fuzz target must not skip without them.
+	for _, fr := range rocetest.CaptureFrames() {
+		f.Add(fr)
+	}
+}
+
+func FuzzClassify(f *testing.F) {
+	addSeeds(f)
+	m := roce.DefaultTCMap()
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		var r, r2 roce.Result
+		roce.Classify(frame, &m, true, &r)
+		roce.Classify(frame, &m, false, &r2)
+		n := len(frame)
+		if int(r.L3) > n || int(r.L4) > n || int(r.BTH) > n || int(r.ICRCOff) > n {
+			t.Fatalf("offset past frame: %+v", r)
+		}
+		if r.Err >= roce.NumReasons || r.TC > 7 {
+			t.Fatalf("bad result %+v", r)
+		}
+		// Verification only adds the ICRC state (and bad-icrc).
+		r2.ICRC = r.ICRC
+		if r2.Err == roce.ReasonNone && r.Err == roce.ErrBadICRC {
+			r2.Err = roce.ErrBadICRC
+		}
+		if r != r2 {
+			t.Fatalf("verify changed the result:\n%+v\n%+v", r, r2)
+		}
+		if r.RoCE && r.Err == roce.ReasonNone {
+			if r.L4 <= r.L3 || r.BTH != r.L4+8 {
+				t.Fatalf("offsets %+v", r)
+			}
+			end := int(r.PayloadOff) + int(r.PayloadLen) + int(r.PadCount)
+			if end != int(r.ICRCOff) || int(r.ICRCOff)+4 > n || int(r.L4)+int(roce.UDP(frame[r.L4:]).Length()) != int(r.ICRCOff)+4 {
+				t.Fatalf("lengths %+v", r)
+			}
+			if r.ICRC != roce.ICRCOK {
+				t.Fatalf("no error but ICRC %v", r.ICRC)
+			}
+			if r.CNP != (r.Opcode == roce.OpCNP) || !r.Opcode.Defined() {
+				t.Fatalf("opcode %+v", r)
+			}
+		}
+		if r.ICRC != roce.ICRCUnchecked {
+			want := refICRC(frame, int(r.L3), int(r.L4), int(r.ICRCOff))
+			got := binary.LittleEndian.Uint32(frame[r.ICRCOff:])
+			if (want == got) != (r.ICRC == roce.ICRCOK) {
+				t.Fatalf("ICRC state %v, reference %08x carried %08x", r.ICRC, want, got)
+			}
+		}
+	})
+}
+
+func FuzzICRC(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		var r roce.Result
+		roce.Classify(frame, nil, false, &r)
+		if r.ICRCOff == 0 {
+			// Arbitrary offsets must be rejected or computed, never panic.
+			if len(frame) > 4 {
+				roce.ICRC(frame, int(frame[0]), int(frame[1]), int(frame[2]))
+			}
+			return
+		}
+		l3, l4, end := int(r.L3), int(r.L4), int(r.ICRCOff)
+		got, ok := roce.ICRC(frame, l3, l4, end)
+		if !ok {
+			t.Fatalf("ICRC refused classifier offsets %+v", r)
+		}
+		if want := refICRC(frame, l3, l4, end); got != want {
+			t.Fatalf("ICRC %08x, reference %08x", got, want)
+		}
+		// Masked fields do not matter, everything else does.
+		g := append([]byte(nil), frame...)
+		g[l4+6] ^= 0x5a
+		g[l4+8+4] ^= 0xc0
+		if g[l3]>>4 == 4 {
+			roce.IPv4(g[l3:]).SetTOS(g[l3+1] ^ 0xff)
+			roce.IPv4(g[l3:]).SetTTL(g[l3+8] + 1)
+		} else {
+			roce.IPv6(g[l3:]).SetTrafficClass(0x5a)
+			roce.IPv6(g[l3:]).SetFlowLabel(0x12345)
+			roce.IPv6(g[l3:]).SetHopLimit(1)
+		}
+		if c, _ := roce.ICRC(g, l3, l4, end); c != got {
+			t.Fatal("masked field changed the ICRC")
+		}
+		g[end-1] ^= 1
+		if c, _ := roce.ICRC(g, l3, l4, end); c == got {
+			t.Fatal("payload change kept the ICRC")
+		}
+		if err := roce.SetICRC(g); err != nil {
+			t.Fatal(err)
+		}
+		var r2 roce.Result
+		roce.Classify(g, nil, true, &r2)
+		if r2.ICRC != roce.ICRCOK {
+			t.Fatalf("after SetICRC: %v", r2.ICRC)
+		}
+	})
+}
