@@ -16,7 +16,9 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -29,6 +31,8 @@ type Config struct {
 	Ports    []Port    `toml:"port"`
 	Pipeline Pipeline  `toml:"pipeline"`
 	Forward  []Forward `toml:"forward"`
+	RoCE     RoCE      `toml:"roce"`
+	QoS      QoS       `toml:"qos"`
 }
 
 // EAL holds the DPDK EAL arguments, passed to rte_eal_init verbatim.
@@ -77,13 +81,66 @@ func (p *Port) setDefaults() {
 
 // Modes lists the forwarding modes, with testpmd's meanings: "io" forwards
 // packets untouched, "mac" rewrites the Ethernet addresses.
-var Modes = []string{"io", "mac"}
+var Modes = []string{"io", "mac", "roce"}
 
 // Pipeline selects what the workers do with each burst.
 type Pipeline struct {
 	Mode   string `toml:"mode"`
 	Burst  int    `toml:"burst"`
 	Lcores []int  `toml:"lcores,omitempty"` // explicit worker lcores; empty = all but the main lcore
+}
+
+// RoCE configures the "roce" mode's classification and telemetry.
+type RoCE struct {
+	VerifyICRC bool   `toml:"verify_icrc"` // check every RoCEv2 frame's ICRC (costs a CRC-32 per frame)
+	BadICRC    string `toml:"bad_icrc"`    // "drop" (default, as a NIC would) or "forward"
+	Malformed  string `toml:"malformed"`   // "forward" (default) or "drop"
+	QPTable    int    `toml:"qp_table"`    // per-QP table slots per worker lcore; 0 turns it off
+	QPMaxAge   string `toml:"qp_max_age"`  // idle time after which a QP entry may be reused; "0s" never
+}
+
+func (r *RoCE) setDefaults() {
+	r.BadICRC = "drop"
+	r.Malformed = "forward"
+	r.QPTable = 4096
+	r.QPMaxAge = "60s"
+}
+
+// QPMaxAgeDuration is QPMaxAge parsed (validation guarantees it parses).
+func (r RoCE) QPMaxAgeDuration() time.Duration {
+	d, _ := time.ParseDuration(r.QPMaxAge)
+	return d
+}
+
+// QoS maps packets to traffic classes. Unlisted DSCP and PCP values keep
+// the built-in map: TC = DSCP >> 3 (the mlx5 firmware default), PCP n → TC n.
+type QoS struct {
+	Trust    string         `toml:"trust"`                // "dscp" (default), "pcp" or "none"
+	DSCPToTC map[string]int `toml:"dscp_to_tc,omitempty"` // e.g. { 26 = 3, 48 = 6 }
+	PCPToTC  map[string]int `toml:"pcp_to_tc,omitempty"`  // e.g. { 3 = 3 }
+}
+
+func (q *QoS) setDefaults() { q.Trust = "dscp" }
+
+// TCTables returns the full DSCP and PCP maps, defaults filled in.
+func (q QoS) TCTables() (dscp [64]uint8, pcp [8]uint8) {
+	for i := range dscp {
+		dscp[i] = uint8(i >> 3)
+	}
+	for i := range pcp {
+		pcp[i] = uint8(i)
+	}
+	for k, v := range q.DSCPToTC {
+		if n, err := strconv.Atoi(k); err == nil && n >= 0 && n < 64 {
+			dscp[n] = uint8(v)
+		}
+	}
+	for k, v := range q.PCPToTC {
+		if n, err := strconv.Atoi(k); err == nil && n >= 0 && n < 8 {
+			pcp[n] = uint8(v)
+		}
+	}
+	return dscp, pcp
 }
 
 func (p *Pipeline) setDefaults() {
@@ -112,6 +169,8 @@ var sections = []section{
 	{"mempool", validateMempool},
 	{"pipeline", validatePipeline},
 	{"forward", validateForward},
+	{"roce", validateRoCE},
+	{"qos", validateQoS},
 }
 
 // DefaultFile is the Config.File of the built-in default configuration.

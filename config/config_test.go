@@ -241,9 +241,9 @@ var errorCases = []struct {
 	), []string{`t.toml:11: pipeline.workers: unknown key "workers"` + "\x00"}},
 
 	{"unknown section", with(
-		/* 10 */ `[roce]`,
+		/* 10 */ `[routing]`,
 		/* 11 */ `dscp = 26`,
-	), []string{`t.toml:10: roce: unknown key "roce"`}},
+	), []string{`t.toml:10: routing: unknown key "routing"`}},
 
 	{"unknown key in inline table", with(
 		/* 10 */ `[mempool]`,
@@ -437,12 +437,12 @@ var errorCases = []struct {
 		/* 10 */ `[eal]`,
 		/* 11 */ `args = ["-l", "0-3", "--main-lcore", "1"]`,
 		/* 12 */ `[pipeline]`,
-		/* 13 */ `mode = "roce"`,
+		/* 13 */ `mode = "5tswap"`,
 		/* 14 */ `lcores = [0,`,
 		/* 15 */ `  1,`,
 		/* 16 */ `  4, 0]`,
 	), []string{
-		`t.toml:13: pipeline.mode: unknown mode "roce"; valid modes: io, mac`,
+		`t.toml:13: pipeline.mode: unknown mode "5tswap"; valid modes: io, mac, roce`,
 		"t.toml:15: pipeline.lcores[1]: lcore 1 is the EAL main lcore",
 		"t.toml:16: pipeline.lcores[2]: lcore 4 is not enabled by eal.args (lcores 0-3)",
 		"t.toml:16: pipeline.lcores[3]: lcore 0 is already listed at lcores[0]",
@@ -601,6 +601,68 @@ func TestFormatLcores(t *testing.T) {
 	}{{nil, ""}, {[]int{0}, "0"}, {[]int{0, 1, 2, 3, 5, 7, 8}, "0-3,5,7-8"}} {
 		if got := formatLcores(tc.ids); got != tc.want {
 			t.Errorf("formatLcores(%v) = %q, want %q", tc.ids, got, tc.want)
+		}
+	}
+}
+
+func TestRoCEAndQoSSections(t *testing.T) {
+	cfg, err := Parse("t.toml", []byte(with(
+		`[roce]`,
+		`verify_icrc = true`,
+		`bad_icrc = "forward"`,
+		`qp_table = 128`,
+		`qp_max_age = "5m"`,
+		`[qos]`,
+		`trust = "dscp"`,
+		`dscp_to_tc = { 26 = 3, 48 = 6, 0 = 1 }`,
+		`pcp_to_tc = { 3 = 4 }`,
+	)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.RoCE.VerifyICRC || cfg.RoCE.BadICRC != "forward" || cfg.RoCE.Malformed != "forward" || cfg.RoCE.QPTable != 128 {
+		t.Errorf("roce %+v", cfg.RoCE)
+	}
+	if cfg.RoCE.QPMaxAgeDuration().Minutes() != 5 {
+		t.Errorf("qp_max_age %v", cfg.RoCE.QPMaxAgeDuration())
+	}
+	dscp, pcp := cfg.QoS.TCTables()
+	if dscp[26] != 3 || dscp[48] != 6 || dscp[0] != 1 || dscp[46] != 5 || dscp[8] != 1 || pcp[3] != 4 || pcp[5] != 5 {
+		t.Errorf("tables %v %v", dscp, pcp)
+	}
+	var buf bytes.Buffer
+	if err := cfg.Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse("again.toml", buf.Bytes())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	if d, _ := again.QoS.TCTables(); d != dscp {
+		t.Errorf("round trip changed the DSCP map")
+	}
+
+	_, err = Parse("t.toml", []byte(with(
+		/* 10 */ `[roce]`,
+		/* 11 */ `bad_icrc = "keep"`,
+		/* 12 */ `qp_max_age = "soon"`,
+		/* 13 */ `[qos]`,
+		/* 14 */ `trust = "cos"`,
+		/* 15 */ `dscp_to_tc = { 64 = 1, 10 = 9 }`,
+	)))
+	want := []string{
+		`t.toml:11: roce.bad_icrc: "keep" is not one of drop, forward`,
+		`t.toml:12: roce.qp_max_age: "soon" is not a duration`,
+		`t.toml:14: qos.trust: "cos" is not one of dscp, pcp, none`,
+		`t.toml:15: qos.dscp_to_tc.10: `,
+		`t.toml:15: qos.dscp_to_tc.64: "64" is not a DSCP value (0..63)`,
+	}
+	if err == nil {
+		t.Fatal("bad [roce]/[qos] accepted")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("errors lack %q:\n%v", w, err)
 		}
 	}
 }

@@ -67,6 +67,33 @@ func (c *checker) decode(p path, raw any, rv reflect.Value) bool {
 		}
 		return good
 
+	case reflect.Map:
+		// Tables with free-form keys, such as dscp_to_tc = { 26 = 3 }.
+		m, ok := raw.(map[string]any)
+		if !ok || t.Key().Kind() != reflect.String {
+			return c.mismatch(p, t, raw)
+		}
+		out := reflect.MakeMapWithSize(t, len(m))
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		good := true
+		for _, k := range keys {
+			ev := reflect.New(t.Elem()).Elem()
+			if d, ok := ev.Addr().Interface().(defaulter); ok {
+				d.setDefaults()
+			}
+			if c.decode(p.key(k), m[k], ev) {
+				out.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), ev)
+			} else {
+				good = false
+			}
+		}
+		rv.Set(out)
+		return good
+
 	case reflect.Pointer:
 		v := reflect.New(t.Elem())
 		if !rv.IsNil() {
@@ -194,7 +221,7 @@ func typeName(t reflect.Type) string {
 		return "an integer"
 	case reflect.Float32, reflect.Float64:
 		return "a float"
-	case reflect.Struct:
+	case reflect.Struct, reflect.Map:
 		return "a table"
 	case reflect.Slice:
 		switch typeName(t.Elem()) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 var (
@@ -174,6 +175,42 @@ func validateMempool(c *checker, cfg *Config) {
 			c.errorAt(mbLine, mb, "%d is too few for port %q: its RX rings alone hold %d mbufs (rx_queues × rx_desc)", m.Mbufs, pt.Name, need)
 			break
 		}
+	}
+}
+
+func validateRoCE(c *checker, cfg *Config) {
+	r := &cfg.RoCE
+	p := root.key("roce")
+	oneOf(c, p.key("bad_icrc"), r.BadICRC, "drop", "forward")
+	oneOf(c, p.key("malformed"), r.Malformed, "forward", "drop")
+	c.intRange(p.key("qp_table"), r.QPTable, 0, 1<<20)
+	if d, err := time.ParseDuration(r.QPMaxAge); err != nil || d < 0 {
+		c.errorf(p.key("qp_max_age"), "%q is not a duration such as \"60s\" or \"5m\"", r.QPMaxAge)
+	}
+}
+
+func validateQoS(c *checker, cfg *Config) {
+	q := &cfg.QoS
+	p := root.key("qos")
+	oneOf(c, p.key("trust"), q.Trust, "dscp", "pcp", "none")
+	tcMap(c, p.key("dscp_to_tc"), q.DSCPToTC, 63, "DSCP")
+	tcMap(c, p.key("pcp_to_tc"), q.PCPToTC, 7, "PCP")
+}
+
+// tcMap checks a { value = tc } table: keys 0..maxKey, TCs 0..7.
+func tcMap(c *checker, p path, m map[string]int, maxKey int, what string) {
+	for k, tc := range m {
+		if n, err := strconv.Atoi(k); err != nil || n < 0 || n > maxKey {
+			c.errorf(p.key(k), "%q is not a %s value (0..%d)", k, what, maxKey)
+			continue
+		}
+		c.intRange(p.key(k), tc, 0, 7)
+	}
+}
+
+func oneOf(c *checker, p path, v string, valid ...string) {
+	if !slices.Contains(valid, v) {
+		c.errorf(p, "%q is not one of %s", v, strings.Join(valid, ", "))
 	}
 }
 

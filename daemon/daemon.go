@@ -19,6 +19,7 @@ import (
 	"roce-fwd/pcidev"
 	"roce-fwd/pipeline"
 	"roce-fwd/ports"
+	"roce-fwd/roce"
 )
 
 // MaxQueuesPerLcore is where placement starts warning that one lcore
@@ -201,7 +202,8 @@ func (d *Daemon) bringUp() error {
 	if err != nil {
 		return err
 	}
-	spec := pipeline.Spec{Mode: mode, Burst: cfg.Pipeline.Burst, TxRetries: TxRetries, Ports: map[uint16]pipeline.PortSpec{}}
+	spec := pipeline.Spec{Mode: mode, Burst: cfg.Pipeline.Burst, TxRetries: TxRetries, Ports: map[uint16]pipeline.PortSpec{},
+		RoCE: RoCESpec(cfg)}
 	for _, p := range set.Ports {
 		spec.Ports[uint16(p.ID)] = pipeline.PortSpec{Name: p.Name, TxQueues: p.Cfg.TxQueues, MAC: p.MAC, PeerMAC: p.PeerMAC}
 	}
@@ -218,6 +220,33 @@ func (d *Daemon) bringUp() error {
 	}
 	d.Pipe = pipe
 	return d.StartForwarding()
+}
+
+// RoCESpec is the "roce" stage's configuration from [roce] and [qos].
+func RoCESpec(cfg *config.Config) pipeline.RoCESpec {
+	return pipeline.RoCESpec{
+		TCMap:         TCMap(cfg.QoS),
+		VerifyICRC:    cfg.RoCE.VerifyICRC,
+		DropBadICRC:   cfg.RoCE.BadICRC == "drop",
+		DropMalformed: cfg.RoCE.Malformed == "drop",
+		QPTable:       cfg.RoCE.QPTable,
+		QPMaxAge:      cfg.RoCE.QPMaxAgeDuration(),
+	}
+}
+
+// TCMap is the classifier's traffic-class map from [qos].
+func TCMap(q config.QoS) roce.TCMap {
+	m := roce.TCMap{}
+	m.DSCP, m.PCP = q.TCTables()
+	switch q.Trust {
+	case "pcp":
+		m.Trust = roce.TrustPCP
+	case "none":
+		m.Trust = roce.TrustNone
+	default:
+		m.Trust = roce.TrustDSCP
+	}
+	return m
 }
 
 // StartForwarding (re)starts the ports and the workers.

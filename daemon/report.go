@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"roce-fwd/pipeline"
+	"roce-fwd/qpstats"
+	"roce-fwd/rocestats"
 )
 
 // Report is the final (or current) statistics, in the documented
@@ -20,7 +22,27 @@ type Report struct {
 	Ports     []PortReport      `json:"ports"`
 	Lcores    []LcoreReport     `json:"lcores"`
 	Drops     map[string]uint64 `json:"drops"`
+	// "roce" mode only.
+	RoCE   *RoCEReport          `json:"roce,omitempty"`
+	TopQPs []qpstats.FlowReport `json:"top_qps,omitempty"`
 }
+
+// RoCEReport is the classification counters per rx port and the state of
+// the per-QP tables.
+type RoCEReport struct {
+	Ports   []PortRoCE         `json:"ports"`
+	QPTable qpstats.TableStats `json:"qp_table"`
+	QPFlows int                `json:"qp_flows"`
+}
+
+// PortRoCE is one rx port's RoCE counters.
+type PortRoCE struct {
+	Name string `json:"name"`
+	rocestats.Report
+}
+
+// TopQPs is how many QP flows the report lists.
+const TopQPs = 20
 
 // PortReport is one port's ethdev counters plus what workers dropped
 // on their way to it.
@@ -108,6 +130,21 @@ func (d *Daemon) Report() Report {
 		}
 		r.Lcores = append(r.Lcores, lr)
 	}
+	if d.Cfg.Pipeline.Mode == "roce" {
+		r.RoCE = &RoCEReport{}
+		byPort := d.Pipe.RoCEByPort()
+		for _, p := range d.Ports.Ports {
+			if c, ok := byPort[uint16(p.ID)]; ok {
+				r.RoCE.Ports = append(r.RoCE.Ports, PortRoCE{Name: p.Name, Report: c.Report()})
+			}
+		}
+		flows, st := d.Pipe.QPFlows()
+		r.RoCE.QPTable, r.RoCE.QPFlows = st, len(flows)
+		top, _ := qpstats.Top(flows, TopQPs, "bytes")
+		for i := range top {
+			r.TopQPs = append(r.TopQPs, top[i].Report())
+		}
+	}
 	return r
 }
 
@@ -162,5 +199,37 @@ func (r Report) WriteText(w io.Writer) {
 		drops = []string{"none"}
 	}
 	fmt.Fprintf(w, "  Drops by reason: %s\n", strings.Join(drops, ", "))
+	if r.RoCE != nil {
+		r.RoCE.writeText(w, r.TopQPs)
+	}
 	fmt.Fprintf(w, "  Forwarded for %.1f s in %s mode\n", r.DurationS, r.Mode)
+}
+
+func (rr *RoCEReport) writeText(w io.Writer, top []qpstats.FlowReport) {
+	for _, p := range rr.Ports {
+		share := 0.0
+		if p.Frames > 0 {
+			share = 100 * float64(p.RoCE) / float64(p.Frames)
+		}
+		fmt.Fprintf(w, "  RoCE on port %s: %d of %d frames (%.1f%%), CNP %d, ECN ect0 %d ect1 %d ce %d not-ect %d, ICRC ok %d bad %d",
+			p.Name, p.RoCE, p.Frames, share, p.CNPs, p.ECN["ect0"], p.ECN["ect1"], p.ECN["ce"], p.ECN["not_ect"], p.ICRCOK, p.ICRCBad)
+		var mal []string
+		for _, k := range slices.Sorted(maps.Keys(p.Malformed)) {
+			mal = append(mal, fmt.Sprintf("%s %d", k, p.Malformed[k]))
+		}
+		if len(mal) > 0 {
+			fmt.Fprintf(w, ", malformed: %s", strings.Join(mal, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "  QP tables: %d flows in %d slots, %d evictions, %d aged out\n",
+		rr.QPFlows, rr.QPTable.Slots, rr.QPTable.Evictions, rr.QPTable.Aged)
+	for _, f := range top[:min(len(top), 5)] {
+		naks := uint64(0)
+		for _, n := range f.NAKs {
+			naks += n
+		}
+		fmt.Fprintf(w, "    %s -> %s qp 0x%06x: %d packets, %d bytes, PSN gaps %d, out of order %d, NAKs %d, RNR %d, CNP %d, CE %d\n",
+			f.Src, f.Dst, f.QP, f.Packets, f.Bytes, f.Gaps, f.OutOfOrder, naks, f.RNRNAKs, f.CNPs, f.CE)
+	}
 }

@@ -5,17 +5,30 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"time"
 
 	"roce-fwd/dpdk"
+	"roce-fwd/roce"
 )
 
 // Spec is everything the pipeline needs to run, already placed.
 type Spec struct {
 	Mode      Mode
 	Burst     int
-	TxRetries int // extra offers of a partly sent burst to the PMD
+	TxRetries int // transmit calls that take nothing before a burst's rest is dropped
 	Workers   []WorkerSpec
 	Ports     map[uint16]PortSpec
+	RoCE      RoCESpec // for ModeRoCE
+}
+
+// RoCESpec configures the "roce" stage.
+type RoCESpec struct {
+	TCMap         roce.TCMap
+	VerifyICRC    bool
+	DropBadICRC   bool
+	DropMalformed bool
+	QPTable       int           // slots per worker; 0: no per-QP telemetry
+	QPMaxAge      time.Duration // 0: entries never age
 }
 
 // WorkerSpec is one worker lcore and the rx queues it polls.
@@ -72,6 +85,9 @@ func New(spec Spec) (*Pipeline, error) {
 		}
 		targets := make([]dpdk.Queue, len(dests))
 		w := &Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, macHdr: make([][12]byte, len(dests))}
+		if spec.Mode == ModeRoCE {
+			w.initRoCE(&spec.RoCE, len(ws.Rx))
+		}
 		for i, d := range dests {
 			ps, ok := spec.Ports[d]
 			if !ok {

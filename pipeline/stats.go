@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"roce-fwd/rocestats"
 )
 
 // Reason is a named cause for a packet the pipeline did not transmit.
@@ -13,14 +15,18 @@ import (
 type Reason uint8
 
 const (
-	DropTxFull Reason = iota // the PMD took no more after every retry
-	DropRunt                 // too short for an Ethernet header ("mac" mode rewrites it)
+	DropTxFull    Reason = iota // the PMD took no more after every retry
+	DropRunt                    // too short for an Ethernet header ("mac" mode rewrites it)
+	DropBadICRC                 // RoCEv2 frame whose ICRC is wrong ([roce] bad_icrc = "drop")
+	DropMalformed               // frame the classifier rejects ([roce] malformed = "drop")
 	NumReasons
 )
 
 var reasonNames = [NumReasons]string{
-	DropTxFull: "tx_full",
-	DropRunt:   "runt",
+	DropTxFull:    "tx_full",
+	DropRunt:      "runt",
+	DropBadICRC:   "bad_icrc",
+	DropMalformed: "malformed",
 }
 
 func (r Reason) String() string {
@@ -91,33 +97,56 @@ type snapshot struct {
 // snapshotWait bounds how long a reader waits for a busy worker.
 const snapshotWait = time.Second
 
-// serve is called by the worker between bursts.
+// serveSnapshot is called by the worker between bursts.
 func (w *Worker) serveSnapshot() {
 	if r := w.snap.req.Load(); r != w.snap.ack.Load() {
 		w.snap.pub = w.c
+		if w.rs != nil {
+			copy(w.rs.pub, w.rs.ports)
+		}
 		w.snap.ack.Store(r)
+	}
+	if w.rs != nil && w.rs.qp != nil {
+		w.rs.serveQP()
 	}
 }
 
-// counters returns a consistent copy of the worker's counters.
-func (w *Worker) counters() lcoreCounters {
+// counters returns a consistent copy of the worker's counters and, in
+// roce mode, copies its per-rx-queue RoCE counters into rc.
+func (w *Worker) counters(rc []rocestats.Counters) lcoreCounters {
 	w.snap.mu.Lock()
 	defer w.snap.mu.Unlock()
+	if w.published() {
+		if w.rs != nil {
+			copy(rc, w.rs.pub)
+		}
+		return w.snap.pub
+	}
+	// Stopped: its last writes happened before rte_eal_wait_lcore returned.
+	if w.rs != nil {
+		copy(rc, w.rs.ports)
+	}
+	return w.c
+}
+
+// published asks a running worker for a copy and waits for it. False
+// means the worker is not running and its counters may be read directly.
+func (w *Worker) published() bool {
 	if !w.looping.Load() {
-		return w.c // stopped: its last writes happened before rte_eal_wait_lcore returned
+		return false
 	}
 	r := w.snap.req.Add(1)
 	deadline := time.Now().Add(snapshotWait)
 	for w.snap.ack.Load() < r {
 		if !w.looping.Load() {
-			return w.c
+			return false
 		}
 		if time.Now().After(deadline) {
-			return w.snap.pub // a worker that does not poll: the last copy
+			return true // a worker stuck inside a PMD: the last copy it made
 		}
 		time.Sleep(20 * time.Microsecond)
 	}
-	return w.snap.pub
+	return true
 }
 
 // LcoreStats is a snapshot of one worker's counters.

@@ -27,8 +27,9 @@ import (
 type Mode uint8
 
 const (
-	ModeIO  Mode = iota // forward untouched (testpmd io)
-	ModeMAC             // set source MAC to the tx port's, destination to its peer (testpmd mac)
+	ModeIO   Mode = iota // forward untouched (testpmd io)
+	ModeMAC              // set source MAC to the tx port's, destination to its peer (testpmd mac)
+	ModeRoCE             // classify (RoCEv2, opcode, QP, ECN, TC), count per port and per QP, forward
 )
 
 // ParseMode maps a config mode name to a Mode.
@@ -38,8 +39,10 @@ func ParseMode(s string) (Mode, error) {
 		return ModeIO, nil
 	case "mac":
 		return ModeMAC, nil
+	case "roce":
+		return ModeRoCE, nil
 	}
-	return 0, fmt.Errorf("unknown forwarding mode %q (valid: io, mac)", s)
+	return 0, fmt.Errorf("unknown forwarding mode %q (valid: io, mac, roce)", s)
 }
 
 func (m Mode) String() string {
@@ -48,6 +51,8 @@ func (m Mode) String() string {
 		return "io"
 	case ModeMAC:
 		return "mac"
+	case ModeRoCE:
+		return "roce"
 	}
 	return "unknown"
 }
@@ -77,6 +82,7 @@ type Worker struct {
 	c        lcoreCounters
 	_        [64]byte
 	snap     snapshot
+	rs       *roceStage // ModeRoCE only
 }
 
 // Poll is one step of the loop: a burst in from every rx queue of the
@@ -91,6 +97,9 @@ func (w *Worker) Poll() int {
 		w.c.busyCycles += tsc - w.lastTSC
 	}
 	w.lastTSC, w.lastBusy = tsc, total > 0
+	if w.rs != nil && total > 0 {
+		w.rs.now = w.rs.clock.ns(tsc)
+	}
 
 	for i := range w.rx {
 		pkts := w.step.Rx(i)
@@ -121,6 +130,8 @@ func (w *Worker) Poll() int {
 				txq.Push(m)
 			}
 			w.c.drops[DropRunt] += runts
+		case ModeRoCE:
+			w.roceBurst(i, pkts, txq)
 		}
 	}
 	w.c.packets += uint64(total)
@@ -140,7 +151,7 @@ func (w *Worker) Loop() {
 
 // Stats snapshots the worker's counters.
 func (w *Worker) Stats() LcoreStats {
-	c := w.counters()
+	c := w.counters(nil)
 	s := LcoreStats{
 		Lcore:      w.Lcore,
 		Socket:     w.Socket,

@@ -307,6 +307,19 @@ func (t *Table) CopyTo(dst []Entry) ([]Entry, TableStats) {
 	return dst, t.stats
 }
 
+// CopyChunk appends the used entries among slots [from, from+n) to dst and
+// returns it with the next slot to copy (Slots when done), so a worker can
+// copy its table a little per burst instead of stalling for all of it.
+func (t *Table) CopyChunk(dst []Entry, from, n int) ([]Entry, int) {
+	end := min(from+n, len(t.slots))
+	for i := from; i < end; i++ {
+		if t.slots[i].used {
+			dst = append(dst, t.slots[i])
+		}
+	}
+	return dst, end
+}
+
 // Reset empties the table and its counters.
 func (t *Table) Reset() {
 	clear(t.slots)

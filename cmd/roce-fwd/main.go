@@ -2,6 +2,7 @@
 //
 //	roce-fwd run [--config FILE] [--duration 10s] [--stats-json FILE] [--stats-period 1s]
 //	roce-fwd validate --config FILE
+//	roce-fwd inspect [--json] FILE...
 //	roce-fwd hugepages [--config FILE] [--page-size 2M|1G] [--reserve]
 //	roce-fwd ports
 //	roce-fwd gen-pcap FILE
@@ -37,6 +38,7 @@ type command struct {
 var commands = []command{
 	{"run", "[--config FILE] [--duration D] [--stats-json FILE] [--stats-period D]", "run the dataplane (the built-in default config when no --config)", cmdRun},
 	{"validate", "--config FILE", "check a config file; errors as FILE:LINE: key: problem", cmdValidate},
+	{"inspect", "[--json] [--verify-icrc=true] [--top N] FILE...", "decode pcap/pcapng files offline: RoCEv2 summary, or one JSON object per frame", cmdInspect},
 	{"hugepages", "[--config FILE] [--page-size SIZE] [--reserve]", "show (or reserve) the hugepage memory the config needs", cmdHugepages},
 	{"ports", "", "list the network PCI devices and whether DPDK can drive them", cmdPorts},
 	{"gen-pcap", "FILE", "write the built-in RoCEv2 demo capture (the default config's traffic)", cmdGenPcap},

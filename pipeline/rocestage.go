@@ -1,0 +1,187 @@
+package pipeline
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"roce-fwd/dpdk"
+	"roce-fwd/qpstats"
+	"roce-fwd/roce"
+	"roce-fwd/rocestats"
+)
+
+// roceStage is the "roce" mode's per-worker state: the classifier's
+// settings and scratch result, RoCE counters per rx queue, and the per-QP
+// table.
+type roceStage struct {
+	tcmap         roce.TCMap
+	verifyICRC    bool
+	dropBadICRC   bool
+	dropMalformed bool
+	res           roce.Result
+	ports         []rocestats.Counters // per rx queue, in the worker's order
+	pub           []rocestats.Counters // published copy (snapshot handshake)
+	qp            *qpstats.Table
+	qpSnap        qpSnapshot
+	clock         tscClock
+	now           int64 // unix ns at the start of the current poll
+}
+
+func (w *Worker) initRoCE(spec *RoCESpec, rxQueues int) {
+	rs := &roceStage{
+		tcmap:         spec.TCMap,
+		verifyICRC:    spec.VerifyICRC,
+		dropBadICRC:   spec.DropBadICRC,
+		dropMalformed: spec.DropMalformed,
+		ports:         make([]rocestats.Counters, rxQueues),
+		pub:           make([]rocestats.Counters, rxQueues),
+		clock:         newTSCClock(),
+	}
+	if spec.QPTable > 0 {
+		rs.qp = qpstats.New(spec.QPTable, spec.QPMaxAge.Nanoseconds())
+		rs.qpSnap.buf = make([]qpstats.Entry, 0, rs.qp.Stats().Slots)
+	}
+	w.rs = rs
+}
+
+// roceBurst classifies, counts and forwards one rx queue's burst.
+func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, txq *dpdk.TxQueue) {
+	rs := w.rs
+	st := &rs.ports[i]
+	r := &rs.res
+	for _, m := range pkts {
+		frame := m.Data()
+		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
+		n := m.PktLen()
+		st.Add(frame, r, n)
+		if r.Err != roce.ReasonNone {
+			if r.Err == roce.ErrBadICRC {
+				if rs.qp != nil {
+					rs.qp.Observe(frame, r, n, rs.now)
+				}
+				if rs.dropBadICRC {
+					w.step.Drop(m)
+					w.c.drops[DropBadICRC]++
+					continue
+				}
+			} else if rs.dropMalformed {
+				w.step.Drop(m)
+				w.c.drops[DropMalformed]++
+				continue
+			}
+		} else if r.RoCE && rs.qp != nil {
+			rs.qp.Observe(frame, r, n, rs.now)
+		}
+		txq.Push(m)
+	}
+}
+
+// tscClock turns TSC readings into wall-clock nanoseconds, so the worker
+// timestamps QP activity once per poll without a system call.
+type tscClock struct {
+	baseTSC   uint64
+	baseNS    int64
+	nsPerTick float64
+}
+
+func newTSCClock() tscClock {
+	return tscClock{baseTSC: dpdk.RDTSC(), baseNS: time.Now().UnixNano(), nsPerTick: 1e9 / float64(dpdk.TSCHz())}
+}
+
+func (c *tscClock) ns(tsc uint64) int64 {
+	return c.baseNS + int64(float64(tsc-c.baseTSC)*c.nsPerTick)
+}
+
+// qpSnapshot copies a running worker's QP table for the control plane a
+// chunk per poll: a whole table (hundreds of KB) at once would stall the
+// worker long enough for a NIC's rx ring to overflow.
+type qpSnapshot struct {
+	mu     sync.Mutex // one control-plane reader at a time
+	req    atomic.Uint64
+	ack    atomic.Uint64
+	active uint64 // request being served (worker only)
+	pos    int    // next slot to copy (worker only)
+	buf    []qpstats.Entry
+	stats  qpstats.TableStats
+}
+
+// qpChunk is how many slots a worker copies per poll (about a microsecond).
+const qpChunk = 256
+
+func (rs *roceStage) serveQP() {
+	s := &rs.qpSnap
+	if s.active == 0 {
+		r := s.req.Load()
+		if r == s.ack.Load() {
+			return
+		}
+		s.active, s.pos, s.buf = r, 0, s.buf[:0]
+	}
+	s.buf, s.pos = rs.qp.CopyChunk(s.buf, s.pos, qpChunk)
+	if s.pos >= rs.qp.Stats().Slots {
+		s.stats = rs.qp.Stats()
+		s.ack.Store(s.active)
+		s.active = 0
+	}
+}
+
+// qpEntries returns a copy of the worker's QP table and its stats.
+func (w *Worker) qpEntries() ([]qpstats.Entry, qpstats.TableStats) {
+	rs := w.rs
+	if rs == nil || rs.qp == nil {
+		return nil, qpstats.TableStats{}
+	}
+	s := &rs.qpSnap
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.looping.Load() {
+		r := s.req.Add(1)
+		deadline := time.Now().Add(2 * snapshotWait)
+		for s.ack.Load() < r && w.looping.Load() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Microsecond)
+		}
+		if s.ack.Load() >= r {
+			return append([]qpstats.Entry(nil), s.buf...), s.stats
+		}
+	}
+	entries, st := rs.qp.CopyTo(nil)
+	return entries, st
+}
+
+// RoCEByPort merges every worker's RoCE counters by rx port.
+func (p *Pipeline) RoCEByPort() map[uint16]*rocestats.Counters {
+	out := map[uint16]*rocestats.Counters{}
+	for _, w := range p.Workers {
+		if w.rs == nil {
+			continue
+		}
+		rc := make([]rocestats.Counters, len(w.rx))
+		w.counters(rc)
+		for i, src := range w.rx {
+			c, ok := out[src.port]
+			if !ok {
+				c = &rocestats.Counters{}
+				out[src.port] = c
+			}
+			c.Merge(&rc[i])
+		}
+	}
+	return out
+}
+
+// QPFlows merges every worker's QP table, with the tables' own stats.
+func (p *Pipeline) QPFlows() ([]qpstats.Flow, qpstats.TableStats) {
+	var tables [][]qpstats.Entry
+	var total qpstats.TableStats
+	for _, w := range p.Workers {
+		e, st := w.qpEntries()
+		tables = append(tables, e)
+		total.Slots += st.Slots
+		total.Used += st.Used
+		total.Inserts += st.Inserts
+		total.Evictions += st.Evictions
+		total.Aged += st.Aged
+	}
+	return qpstats.Merge(tables...), total
+}

@@ -1,0 +1,117 @@
+// Package rocestats counts classified frames the way an operator reads a
+// RoCE fabric: RoCEv2 against everything else, opcodes, CNPs, ECN
+// codepoints, ICRC failures, malformed frames by reason, and PFC/PAUSE
+// frames. The dataplane keeps one Counters per port per worker lcore and
+// `roce-fwd inspect` one per file, with the same Add, so their figures
+// agree by construction.
+package rocestats
+
+import (
+	"roce-fwd/roce"
+)
+
+// EtherTypeMACControl carries 802.3x PAUSE and 802.1Qbb PFC frames.
+const EtherTypeMACControl = 0x8808
+
+// Counters for one port (or one capture). Plain fields: one writer.
+type Counters struct {
+	Frames    uint64
+	Bytes     uint64
+	RoCE      uint64
+	RoCEBytes uint64
+	Other     uint64 // well-formed frames that are not RoCEv2
+	IPv4      uint64 // RoCEv2 over IPv4
+	IPv6      uint64
+	Opcodes   [256]uint64 // RoCEv2 frames by BTH opcode
+	CNPs      uint64
+	ECN       [4]uint64 // RoCEv2 frames by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE
+	ICRCOK    uint64
+	ICRCBad   uint64
+	Malformed [roce.NumReasons]uint64 // by reason; ICRC failures are in ICRCBad
+	PFC       uint64
+	Pause     uint64
+	TC        [8]uint64 // every frame by traffic class
+}
+
+// Add counts one classified frame of frameLen bytes.
+func (c *Counters) Add(frame []byte, r *roce.Result, frameLen int) {
+	c.Frames++
+	c.Bytes += uint64(frameLen)
+	c.TC[r.TC&7]++
+	switch {
+	case r.Err == roce.ErrBadICRC:
+		c.ICRCBad++
+		c.countRoCE(r, frameLen)
+	case r.Err != roce.ReasonNone:
+		c.Malformed[r.Err]++
+	case r.RoCE:
+		if r.ICRC == roce.ICRCOK {
+			c.ICRCOK++
+		}
+		c.countRoCE(r, frameLen)
+	case r.EtherType == EtherTypeMACControl:
+		c.Other++
+		if _, _, ok := roce.ParsePFC(frame); ok {
+			c.PFC++
+		} else if _, ok := roce.ParsePause(frame); ok {
+			c.Pause++
+		}
+	default:
+		c.Other++
+	}
+}
+
+func (c *Counters) countRoCE(r *roce.Result, frameLen int) {
+	c.RoCE++
+	c.RoCEBytes += uint64(frameLen)
+	if r.IPVersion == 4 {
+		c.IPv4++
+	} else {
+		c.IPv6++
+	}
+	c.Opcodes[r.Opcode]++
+	c.ECN[r.ECN&3]++
+	if r.CNP {
+		c.CNPs++
+	}
+}
+
+// MalformedTotal is the number of malformed frames of any reason.
+func (c *Counters) MalformedTotal() uint64 {
+	var n uint64
+	for _, v := range c.Malformed {
+		n += v
+	}
+	return n
+}
+
+// Merge adds o into c.
+func (c *Counters) Merge(o *Counters) {
+	c.Frames += o.Frames
+	c.Bytes += o.Bytes
+	c.RoCE += o.RoCE
+	c.RoCEBytes += o.RoCEBytes
+	c.Other += o.Other
+	c.IPv4 += o.IPv4
+	c.IPv6 += o.IPv6
+	for i := range c.Opcodes {
+		c.Opcodes[i] += o.Opcodes[i]
+	}
+	c.CNPs += o.CNPs
+	for i := range c.ECN {
+		c.ECN[i] += o.ECN[i]
+	}
+	c.ICRCOK += o.ICRCOK
+	c.ICRCBad += o.ICRCBad
+	for i := range c.Malformed {
+		c.Malformed[i] += o.Malformed[i]
+	}
+	c.PFC += o.PFC
+	c.Pause += o.Pause
+	for i := range c.TC {
+		c.TC[i] += o.TC[i]
+	}
+}
+
+// ECNNames name the ECN codepoints.
+var ECNNames = [4]string{"not_ect", "ect1", "ect0", "ce"}
