@@ -347,20 +347,20 @@ func classify(f []byte, verify bool, r *Result) {
 	icrcOff := l4 + ulen - ICRCLen
 	r.ICRCOff = uint16(icrcOff)
 
-	info := &opTable[op]
+	info := opFast[op]
 	switch {
 	case r.TVer != 0:
 		r.Err = ErrBadTVer
-	case !info.Defined:
+	case !info.defined:
 		r.Err = ErrReservedOpcode
 	default:
 		ext := bth + BTHLen
-		extEnd := ext + int(info.ExtLen)
+		extEnd := ext + int(info.extLen)
 		if extEnd > icrcOff {
 			r.Err = ErrTruncatedExt
 			break
 		}
-		if info.Ext&ExtAETH != 0 {
+		if info.ext&ExtAETH != 0 {
 			r.HasAETH = true
 			r.AETH = AETHSyndrome(f[ext+int(info.aeth)])
 		}
