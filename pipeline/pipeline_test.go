@@ -12,6 +12,7 @@ import (
 	"roce-fwd/dpdk"
 	"roce-fwd/internal/testenv"
 	"roce-fwd/ports"
+	"roce-fwd/roce"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m, "pipeline") }
@@ -53,7 +54,8 @@ func newPipeline(t *testing.T, cfg *config.Config, set *ports.Set) *Pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := Spec{Mode: mode, Burst: cfg.Pipeline.Burst, TxRetries: 8, Ports: map[uint16]PortSpec{}}
+	spec := Spec{Mode: mode, Burst: cfg.Pipeline.Burst, TxRetries: 8, Ports: map[uint16]PortSpec{},
+		RoCE: RoCESpec{TCMap: roce.DefaultTCMap(), VerifyICRC: true, DropBadICRC: true, QPTable: 1024}}
 	for _, p := range set.Ports {
 		spec.Ports[uint16(p.ID)] = PortSpec{Name: p.Name, TxQueues: p.Cfg.TxQueues, MAC: p.MAC, PeerMAC: p.PeerMAC}
 	}

@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"roce-fwd/demotraffic"
 	"roce-fwd/dpdk"
 	"roce-fwd/pcapio"
+	"roce-fwd/roce"
 )
 
 // EALArgs are the arguments tests run EAL with: no hugepages, no shared
@@ -53,18 +55,29 @@ func ReadPcap(t testing.TB, path string) [][]byte {
 }
 
 // Frames returns n frames of the demo mix with sizes spread from 60 to
-// 1514 bytes, each distinct so that reordering or duplication shows.
+// 1514 bytes, each distinct (a sequence number in the IPv4 identification,
+// or in the padding of non-IP frames) so that reordering or duplication
+// shows. RoCEv2 frames keep a valid ICRC.
 func Frames(n int) [][]byte {
 	base := demotraffic.Frames()
 	out := make([][]byte, n)
 	for i := range out {
 		f := append([]byte(nil), base[i%len(base)]...)
-		if extra := (i * 97) % 1455; i%3 == 0 {
-			f = append(f, make([]byte, extra)...)
+		if binary.BigEndian.Uint16(f[12:]) == 0x0800 {
+			ip := roce.IPv4(f[14:])
+			binary.BigEndian.PutUint16(f[18:], uint16(i))
+			ip.SetChecksum()
+			if binary.BigEndian.Uint16(f[36:]) == 4791 {
+				if err := roce.SetICRC(f); err != nil {
+					panic(err)
+				}
+			}
+		} else {
+			binary.BigEndian.PutUint16(f[len(f)-2:], uint16(i))
 		}
-		// A sequence number where the frames carry payload or padding.
-		f[len(f)-2] = byte(i >> 8)
-		f[len(f)-1] = byte(i)
+		if i%3 == 0 { // Ethernet padding after the IP packet, up to a full frame
+			f = append(f, make([]byte, (i*97)%1455)...)
+		}
 		out[i] = f
 	}
 	return out

@@ -1,0 +1,129 @@
+package pipeline
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+
+	"roce-fwd/inspect"
+	"roce-fwd/internal/testenv"
+	"roce-fwd/pcapio"
+	"roce-fwd/qpstats"
+	"roce-fwd/roce"
+)
+
+// roceInput is the demo mix, the real captures when present, a frame
+// with a broken ICRC and a truncated one.
+func roceInput(t *testing.T) (frames [][]byte, badICRC int) {
+	frames = testenv.Frames(200)
+	caps, _ := filepath.Glob("../../shared/testdata/captures/*.pcap")
+	for _, c := range caps {
+		f, err := pcapio.ReadFile(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, f...)
+	}
+	bad := append([]byte(nil), frames[0]...)
+	bad[len(bad)-1] ^= 0x55 // the demo's first frame ends with its ICRC
+	truncated := append([]byte(nil), frames[0][:30]...)
+	truncated = append(truncated, make([]byte, 30)...) // padded to 60: IPv4 total length lies
+	return append(frames, bad, truncated), len(frames)
+}
+
+// In roce mode every frame but the one with a bad ICRC comes out
+// unchanged, and the dataplane's counters equal inspect's on the input.
+func TestRoCEModeForwardsAndCountsLikeInspect(t *testing.T) {
+	frames, badIndex := roceInput(t)
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
+	testenv.WritePcap(t, in, frames)
+	cfg, set := openPorts(t, "roce", "net_pcap%d,rx_pcap="+in, "net_pcap%d,tx_pcap="+out)
+	p := newPipeline(t, cfg, set)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitPackets(t, p, uint64(len(frames)))
+	p.Stop()
+	checkAccounting(t, p)
+	if d := p.Drops(); d["bad_icrc"] != 1 || d["malformed"] != 0 || d["tx_full"] != 0 {
+		t.Errorf("drops %v, want one bad_icrc", d)
+	}
+
+	want, err := inspect.Summarize(in, inspect.Options{VerifyICRC: true, TCMap: roce.DefaultTCMap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.RoCEByPort()[uint16(set.Ports[0].ID)]
+	if got == nil || *got != want.Counters {
+		t.Errorf("dataplane counters differ from inspect:\n got %+v\nwant %+v", got.Report(), want.Counters.Report())
+	}
+	if want.Counters.ICRCBad != 1 || want.Counters.MalformedTotal() != 1 {
+		t.Errorf("input lacks its bad frames: %+v", want.Counters.Report())
+	}
+	flows, st := p.QPFlows()
+	if len(flows) != len(want.Flows) || st.Evictions != 0 {
+		t.Errorf("%d QP flows (stats %+v), inspect found %d", len(flows), st, len(want.Flows))
+	}
+	gotTop, _ := qpstats.Top(flows, 0, "bytes")
+	wantTop, _ := qpstats.Top(want.Flows, 0, "bytes")
+	for i := range gotTop {
+		g, w := gotTop[i], wantTop[i]
+		if g.Key != w.Key || g.Packets != w.Packets || g.Bytes != w.Bytes || g.Gaps != w.Gaps ||
+			g.OutOfOrder != w.OutOfOrder || g.CNPs != w.CNPs || g.Mix != w.Mix {
+			t.Errorf("QP flow %d differs:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+
+	p.Free()
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gotFrames := testenv.ReadPcap(t, out)
+	wantFrames := append(append([][]byte(nil), frames[:badIndex]...), frames[badIndex+1:]...)
+	if len(gotFrames) != len(wantFrames) {
+		t.Fatalf("%d frames out, want %d", len(gotFrames), len(wantFrames))
+	}
+	for i := range wantFrames {
+		if !bytes.Equal(gotFrames[i], wantFrames[i]) {
+			t.Fatalf("frame %d changed", i)
+		}
+	}
+}
+
+// The roce mode's per-burst step must not allocate either.
+func TestRoCEPollDoesNotAllocate(t *testing.T) {
+	cfg, set := openPorts(t, "roce", "net_ring%d")
+	p := newPipeline(t, cfg, set)
+	w := p.Workers[0]
+	pool := set.Ports[0].Pool
+	for _, f := range testenv.Frames(32) {
+		m := pool.Alloc()
+		if err := m.SetData(f); err != nil {
+			t.Fatal(err)
+		}
+		w.step.Txq[0].Push(m)
+	}
+	w.Poll()
+	allocs := testing.AllocsPerRun(2000, func() {
+		w.Poll()
+		w.serveSnapshot()
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per poll", allocs)
+	}
+	if c := p.RoCEByPort()[uint16(set.Ports[0].ID)]; c == nil || c.RoCE < 2000*32*8/10 {
+		t.Errorf("RoCE frames counted: %+v", c)
+	}
+	w.step.Flush()
+	for w.step.Run() != 0 {
+		for _, m := range w.step.Rx(0) {
+			w.step.Drop(m)
+		}
+	}
+	w.step.Flush()
+	p.Free()
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
