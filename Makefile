@@ -44,10 +44,13 @@ fuzz:
 		done; \
 	done
 
-# roce-fwd against dpdk-testpmd on the same vdevs and lcore; prints both
-# rates and their ratio.
+# roce-fwd against dpdk-testpmd on the same vdevs and lcore (io vs io,
+# roce vs 5tswap), then the per-packet Go benchmarks. Not a test: no
+# thresholds, figures to read.
 bench: build
 	@bash scripts/bench.sh $(BIN) $(BENCH_SECONDS)
+	@echo
+	$(GO) test -run '^$$' -bench 'Classify|ICRC|Stage|Observe' -benchtime 2s ./roce ./rocestats ./qpstats
 
 # The built-in default config for a few seconds: a RoCEv2 capture replayed
 # through net_pcap into net_null, no NIC and no hugepages.

@@ -49,7 +49,7 @@ func TestDefault(t *testing.T) {
 	if len(cfg.Forward) != 1 || cfg.Forward[0].From != "in" || cfg.Forward[0].To != "out" {
 		t.Errorf("Forward = %+v", cfg.Forward)
 	}
-	if cfg.Pipeline.Mode != "io" || cfg.Pipeline.Burst != 32 {
+	if cfg.Pipeline.Mode != "roce" || !cfg.RoCE.VerifyICRC || cfg.Pipeline.Burst != 32 {
 		t.Errorf("Pipeline = %+v", cfg.Pipeline)
 	}
 	if cfg.Mempool != (Mempool{Mbufs: 16383, Cache: 256, DataRoom: 2176}) {

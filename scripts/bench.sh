@@ -1,7 +1,9 @@
 #!/bin/bash
-# Forwarding rate of roce-fwd against dpdk-testpmd: the same net_pcap
-# source (a small-frame RoCEv2 mix replayed forever) into the same net_null
-# sink, one worker lcore each, burst 32, io mode; then the ratio.
+# Forwarding rate of roce-fwd against dpdk-testpmd on the same vdevs: a
+# net_pcap source replaying a small-frame RoCEv2 mix forever into a
+# net_null sink, one worker lcore each, burst 32. Two pairs:
+#   testpmd io      vs roce-fwd io    (goal: ratio >= 0.95)
+#   testpmd 5tswap  vs roce-fwd roce  (goal: ratio >= 0.90; both parse L2-L4)
 #   bench.sh BINARY SECONDS
 set -euo pipefail
 bin=${1:-bin/roce-fwd}
@@ -14,19 +16,26 @@ eal=(--no-huge -m 1024 --no-pci --no-shconf -l 0-1)
 src="net_pcap0,rx_pcap=$work/roce.pcap,infinite_rx=1"
 dst="net_null0,no-rx=1"
 
-# testpmd: per-second Rx-pps of port 0, start-up excluded (testpmd needs a
-# few seconds to set up --no-huge memory before it forwards). It quits at
-# the end of its input, so its stdin stays open until it is stopped.
-echo "dpdk-testpmd io, ${secs}s ..."
-timeout -s INT "$((secs + 8))" dpdk-testpmd "${eal[@]}" --file-prefix "rf-bench-tp-$$" \
-	--vdev "$src" --vdev "$dst" -- --forward-mode=io --port-topology=chained --nb-cores=1 \
-	--burst=32 --total-num-mbufs=16383 --stats-period 1 \
-	< <(sleep $((secs + 30))) >"$work/testpmd.log" 2>&1 || true
-tp=$(awk '/Rx-pps:/ { port++; if (port % 2 == 1 && $2 > 0) { n++; v[n] = $2 } }
-	END { s = 0; c = 0; for (i = 2; i < n; i++) { s += v[i]; c++ }   # drop the first and last (partial) seconds
-	      if (c) printf "%.3f", s / c / 1e6; else print "0" }' "$work/testpmd.log")
+# testpmd MODE: per-second Rx-pps of port 0, without the first and last
+# (partial) seconds. testpmd needs a few seconds to set up --no-huge memory
+# before it forwards, and quits at the end of its input, so its stdin stays
+# open until it is stopped.
+testpmd() {
+	local log="$work/testpmd-$1.log"
+	timeout -s INT "$((secs + 8))" dpdk-testpmd "${eal[@]}" --file-prefix "rf-bench-tp-$$" \
+		--vdev "$src" --vdev "$dst" -- --forward-mode="$1" --port-topology=chained --nb-cores=1 \
+		--burst=32 --total-num-mbufs=16383 --stats-period 1 \
+		< <(sleep $((secs + 30))) >"$log" 2>&1 || true
+	awk '/Rx-pps:/ { port++; if (port % 2 == 1 && $2 > 0) { n++; v[n] = $2 } }
+		END { s = 0; c = 0; for (i = 2; i < n; i++) { s += v[i]; c++ }
+		      if (c) printf "%.3f", s / c / 1e6; else print "0" }' "$log"
+}
 
-cat >"$work/bench.toml" <<TOML
+# rocefwd MODE: the lcore's packets over the forwarding time. It polls the
+# same two streams testpmd's chained topology does: src -> dst, and the
+# empty dst -> src.
+rocefwd() {
+	cat >"$work/bench-$1.toml" <<TOML
 [eal]
 args = ["--no-huge", "-m", "1024", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", "rf-bench-rf-$$"]
 [mempool]
@@ -38,10 +47,8 @@ vdev = "$src"
 name = "dst"
 vdev = "$dst"
 [pipeline]
-mode = "io"
+mode = "$1"
 burst = 32
-# The same two streams testpmd's chained topology polls: src -> dst, and
-# the empty dst -> src.
 [[forward]]
 from = "src"
 to = "dst"
@@ -49,18 +56,32 @@ to = "dst"
 from = "dst"
 to = "src"
 TOML
-echo "roce-fwd io, ${secs}s ..."
-"$bin" run --config "$work/bench.toml" --duration "${secs}s" --stats-json "$work/rf.json" --log-level warn >"$work/roce-fwd.log" 2>&1
-rf=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.3f" % sum(l["mpps"] for l in r["lcores"]))' "$work/rf.json")
-cpp=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f" % r["lcores"][0]["cycles_per_packet"])' "$work/rf.json")
+	"$bin" run --config "$work/bench-$1.toml" --duration "${secs}s" --stats-json "$work/rf-$1.json" \
+		--log-level warn >"$work/roce-fwd-$1.log" 2>&1
+	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); l=r["lcores"][0]; print("%.3f %.1f" % (l["mpps"], l["cycles_per_packet"]))' "$work/rf-$1.json"
+}
 
-if [ "$tp" = "0" ] || [ "$tp" = "0.000" ]; then
-	echo "testpmd printed no rate; its log:" >&2
-	tail -20 "$work/testpmd.log" >&2
-	exit 1
-fi
-ratio=$(python3 -c "print('%.3f' % ($rf / $tp))")
-printf '\n%-28s %10s\n' "forwarder (io, 1 lcore)" "Mpps"
-printf '%-28s %10s\n' "dpdk-testpmd" "$tp"
-printf '%-28s %10s   (%s cycles/packet)\n' "roce-fwd" "$rf" "$cpp"
-printf '%-28s %10s   (goal >= 0.95)\n' "ratio roce-fwd/testpmd" "$ratio"
+row() { printf '%-24s %9s   %s\n' "$@"; }
+ratio() { python3 -c "print('%.3f' % ($1 / $2) if $2 > 0 else 'n/a')"; }
+
+echo "forwarding for ${secs}s each on the same net_pcap -> net_null vdevs, lcore 1, burst 32 ..."
+tp_io=$(testpmd io)
+read -r rf_io rf_io_cpp <<<"$(rocefwd io)"
+tp_5t=$(testpmd 5tswap)
+read -r rf_roce rf_roce_cpp <<<"$(rocefwd roce)"
+for v in "$tp_io" "$tp_5t"; do
+	if [ "$v" = "0" ]; then
+		echo "testpmd printed no rate; its logs are in $work" >&2
+		trap - EXIT
+		exit 1
+	fi
+done
+
+echo
+row "forwarder" "Mpps" ""
+row "dpdk-testpmd io" "$tp_io" ""
+row "roce-fwd io" "$rf_io" "$rf_io_cpp cycles/packet"
+row "  ratio" "$(ratio "$rf_io" "$tp_io")" "goal >= 0.95"
+row "dpdk-testpmd 5tswap" "$tp_5t" ""
+row "roce-fwd roce" "$rf_roce" "$rf_roce_cpp cycles/packet (classify, count, per-QP table)"
+row "  ratio" "$(ratio "$rf_roce" "$tp_5t")" "goal >= 0.90"
