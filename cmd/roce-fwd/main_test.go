@@ -87,6 +87,21 @@ type statsJSON struct {
 		CyclesPerPacket float64 `json:"cycles_per_packet"`
 	} `json:"lcores"`
 	Drops map[string]uint64 `json:"drops"`
+	RoCE  *struct {
+		Ports []struct {
+			Name    string            `json:"name"`
+			Frames  uint64            `json:"frames"`
+			RoCE    uint64            `json:"roce"`
+			CNP     uint64            `json:"cnp"`
+			ICRCOK  uint64            `json:"icrc_ok"`
+			Opcodes map[string]uint64 `json:"opcodes"`
+		} `json:"ports"`
+	} `json:"roce"`
+	TopQPs []struct {
+		Src     string `json:"src"`
+		QP      uint32 `json:"qp"`
+		Packets uint64 `json:"packets"`
+	} `json:"top_qps"`
 }
 
 func readStats(t *testing.T, path string) statsJSON {
@@ -145,7 +160,19 @@ func TestRunDefaultWithDurationAndStatsJSON(t *testing.T) {
 	if s.Lcores[0].CyclesPerPacket <= 0 {
 		t.Errorf("cycles_per_packet %v", s.Lcores[0].CyclesPerPacket)
 	}
-	for _, want := range []string{"Forward statistics for port 0 (in)", "RX-packets:", "lcore 1 (socket 0)"} {
+	// The default runs roce mode on the demo capture: 9 of its 10 frames
+	// are RoCEv2, one a CNP, all with good ICRCs.
+	if s.RoCE == nil || len(s.RoCE.Ports) == 0 {
+		t.Fatalf("no roce section")
+	}
+	rp := s.RoCE.Ports[0]
+	if rp.Name != "in" || rp.Frames != in.RxPackets || rp.RoCE*10 < rp.Frames*9-10 || rp.ICRCOK != rp.RoCE || rp.CNP == 0 || rp.Opcodes["CNP"] != rp.CNP {
+		t.Errorf("roce counters %+v (port rx %d)", rp, in.RxPackets)
+	}
+	if len(s.TopQPs) != 3 || s.TopQPs[0].Packets == 0 {
+		t.Errorf("top_qps %+v", s.TopQPs)
+	}
+	for _, want := range []string{"Forward statistics for port 0 (in)", "RX-packets:", "lcore 1 (socket 0)", "RoCE on port in"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("final stats lack %q:\n%s", want, r.stdout)
 		}
@@ -281,5 +308,48 @@ func TestVersionAndPorts(t *testing.T) {
 	}
 	if r := run(t, "nosuchcommand"); r.code != exitUsage || !strings.Contains(r.stderr, "unknown command") {
 		t.Errorf("unknown command: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+func TestInspect(t *testing.T) {
+	pcap := filepath.Join(t.TempDir(), "demo.pcap")
+	if r := run(t, "gen-pcap", pcap); r.code != 0 {
+		t.Fatalf("gen-pcap: %s", r.stderr)
+	}
+	r := run(t, "inspect", pcap)
+	if r.code != 0 {
+		t.Fatalf("inspect: exit %d %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"frames 10", "RoCEv2 9 (90.0%", "ICRC: 9 ok, 0 bad", "CNPs: 1", "0x81  CNP", "top 3 of 3 QP flows"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = run(t, "inspect", "--json", pcap)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 10 {
+		t.Fatalf("--json: exit %d, %d lines", r.code, len(lines))
+	}
+	keys := []string{"index", "roce", "ip_version", "opcode", "transport", "dest_qp", "psn", "ack_req", "cnp", "dscp", "ecn", "pcp", "vlan", "icrc", "tc", "error"}
+	for i, l := range lines {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(l), &obj); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		for _, k := range keys {
+			if _, ok := obj[k]; !ok {
+				t.Errorf("line %d lacks %q: %s", i, k, l)
+			}
+		}
+		if obj["index"].(float64) != float64(i) {
+			t.Errorf("line %d index %v", i, obj["index"])
+		}
+	}
+	if !strings.Contains(lines[7], `"cnp":true`) || !strings.Contains(lines[7], `"tc":6`) || !strings.Contains(lines[9], `"roce":false`) {
+		t.Errorf("CNP or ARP line wrong:\n%s\n%s", lines[7], lines[9])
+	}
+	notPcap := writeFile(t, "x.pcap", "not a capture")
+	if r := run(t, "inspect", notPcap); r.code != 1 || !strings.Contains(r.stderr, "x.pcap") {
+		t.Errorf("bad file: exit %d, %s", r.code, r.stderr)
 	}
 }
