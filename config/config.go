@@ -85,9 +85,13 @@ var Modes = []string{"io", "mac", "roce"}
 
 // Pipeline selects what the workers do with each burst.
 type Pipeline struct {
-	Mode   string `toml:"mode"`
-	Burst  int    `toml:"burst"`
-	Lcores []int  `toml:"lcores,omitempty"` // explicit worker lcores; empty = all but the main lcore
+	Mode  string `toml:"mode"`
+	Burst int    `toml:"burst"`
+	// MaxBursts is how many bursts a worker takes from a queue per poll
+	// while they come back full: under load one trip into C serves more
+	// packets; an idle queue still costs one rx call.
+	MaxBursts int   `toml:"max_bursts"`
+	Lcores    []int `toml:"lcores,omitempty"` // explicit worker lcores; empty = all but the main lcore
 }
 
 // RoCE configures the "roce" mode's classification and telemetry.
@@ -146,6 +150,7 @@ func (q QoS) TCTables() (dscp [64]uint8, pcp [8]uint8) {
 func (p *Pipeline) setDefaults() {
 	p.Mode = "io"
 	p.Burst = 32
+	p.MaxBursts = 4
 }
 
 // Forward sends every packet received on From out of To.

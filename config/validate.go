@@ -221,6 +221,7 @@ func validatePipeline(c *checker, cfg *Config) {
 		c.errorf(p.key("mode"), "unknown mode %q; valid modes: %s", pl.Mode, strings.Join(Modes, ", "))
 	}
 	c.intRange(p.key("burst"), pl.Burst, 1, 512)
+	c.intRange(p.key("max_bursts"), pl.MaxBursts, 1, 16)
 
 	all, main, err := cfg.EAL.Lcores()
 	seen := map[int]int{}

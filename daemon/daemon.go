@@ -202,7 +202,7 @@ func (d *Daemon) bringUp() error {
 	if err != nil {
 		return err
 	}
-	spec := pipeline.Spec{Mode: mode, Burst: cfg.Pipeline.Burst, TxRetries: TxRetries, Ports: map[uint16]pipeline.PortSpec{},
+	spec := pipeline.Spec{Mode: mode, Burst: cfg.Pipeline.Burst, TxRetries: TxRetries, MaxBursts: cfg.Pipeline.MaxBursts, Ports: map[uint16]pipeline.PortSpec{},
 		RoCE: RoCESpec(cfg)}
 	for _, p := range set.Ports {
 		spec.Ports[uint16(p.ID)] = pipeline.PortSpec{Name: p.Name, TxQueues: p.Cfg.TxQueues, MAC: p.MAC, PeerMAC: p.PeerMAC}

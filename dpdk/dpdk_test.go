@@ -81,7 +81,7 @@ func TestStepLoopback(t *testing.T) {
 	}
 	defer pool.Free()
 	p := ringPort(t, "net_ring_t0", pool)
-	step, err := NewStep(32, -1, []Queue{{Port: uint16(p)}}, []Queue{{Port: uint16(p)}}, 0)
+	step, err := NewStep(32, 1, -1, []Queue{{Port: uint16(p)}}, []Queue{{Port: uint16(p)}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestStepAllocs(t *testing.T) {
 	}
 	defer pool.Free()
 	p := ringPort(t, "net_ring_t1", pool)
-	step, err := NewStep(32, -1, []Queue{{Port: uint16(p)}}, []Queue{{Port: uint16(p)}}, 0)
+	step, err := NewStep(32, 1, -1, []Queue{{Port: uint16(p)}}, []Queue{{Port: uint16(p)}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

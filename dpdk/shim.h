@@ -22,7 +22,7 @@
 
 /* One transmit queue a worker writes to. Lives in DPDK memory. */
 struct rf_txq {
-	struct rte_mbuf **pkts; /* capacity: rf_step.burst * nb_rxq */
+	struct rte_mbuf **pkts; /* capacity: as rf_step.rx */
 	uint16_t port;
 	uint16_t queue;
 	uint16_t n;          /* pending packets, set by Go */
@@ -44,14 +44,15 @@ struct rf_rxq {
  * fields, C fills the results. Lives in DPDK memory so that no Go pointer
  * ever crosses into C. */
 struct rf_step {
-	struct rte_mbuf **rx;   /* nb_rxq * burst: queue i's burst at rx + i*burst */
+	struct rte_mbuf **rx;   /* nb_rxq * burst * max_bursts: queue i's at rx + i*burst*max_bursts */
 	struct rf_rxq *rxq;     /* nb_rxq entries */
 	struct rf_txq *txq;     /* nb_txq entries */
-	struct rte_mbuf **drop; /* capacity: burst * nb_rxq; freed at the next step */
+	struct rte_mbuf **drop; /* capacity: as rx; freed at the next step */
 	uint16_t nb_drop;
 	uint16_t nb_rxq;
 	uint16_t nb_txq;
-	uint16_t burst;         /* 0: flush only */
+	uint16_t burst;         /* packets per rx_burst call; 0: flush only */
+	uint16_t max_bursts;    /* rx_burst calls per queue per step while they come back full */
 	uint16_t tx_retries;    /* tx_burst calls that send nothing before dropping */
 	uint64_t tsc;           /* rte_rdtsc() at the start of this step */
 };

@@ -19,7 +19,7 @@ type Step struct {
 	c     *C.struct_rf_step
 	rx    []*Mbuf // view of c.rx: nb_rxq bursts
 	rxq   []C.struct_rf_rxq
-	burst int
+	burst int // slots per rx queue: burst * max bursts
 	drop  []*Mbuf // view of c.drop
 	ndrop int
 	Txq   []TxQueue
@@ -38,18 +38,22 @@ type TxQueue struct {
 type Queue struct{ Port, Queue uint16 }
 
 // NewStep allocates a step that polls rxs and transmits to txs, with
-// bursts of up to burst packets, on the given socket. txRetries is how
-// many transmit calls that take nothing (a full ring) are tolerated before
-// the rest of a burst is freed and counted as dropped.
-func NewStep(burst, socket int, rxs, txs []Queue, txRetries int) (*Step, error) {
-	if burst < 1 || burst*max(len(rxs), 1) > 65535 {
+// rx bursts of up to burst packets, on the given socket. A queue whose
+// burst comes back full is read again, up to maxBursts times per step.
+// txRetries is how many transmit calls that take nothing (a full ring)
+// are tolerated before the rest is freed and counted as dropped.
+func NewStep(burst, maxBursts, socket int, rxs, txs []Queue, txRetries int) (*Step, error) {
+	if maxBursts < 1 {
+		maxBursts = 1
+	}
+	if burst < 1 || burst*maxBursts*max(len(rxs), 1) > 65535 {
 		return nil, fmt.Errorf("burst %d out of range", burst)
 	}
 	if len(rxs) == 0 {
 		return nil, fmt.Errorf("a step needs at least one rx queue")
 	}
 	ptr := unsafe.Sizeof(uintptr(0))
-	per := burst * len(rxs) // what one step can receive, and so queue or drop
+	per := burst * maxBursts * len(rxs) // what one step can receive, and so queue or drop
 	size := unsafe.Sizeof(C.struct_rf_step{}) +
 		uintptr(len(rxs))*unsafe.Sizeof(C.struct_rf_rxq{}) +
 		uintptr(len(txs))*unsafe.Sizeof(C.struct_rf_txq{}) +
@@ -70,10 +74,11 @@ func NewStep(burst, socket int, rxs, txs []Queue, txRetries int) (*Step, error) 
 	c.rx = (**C.struct_rte_mbuf)(take(&p, uintptr(per)*ptr))
 	c.drop = (**C.struct_rte_mbuf)(take(&p, uintptr(per)*ptr))
 	c.burst = C.uint16_t(burst)
+	c.max_bursts = C.uint16_t(maxBursts)
 	c.nb_rxq = C.uint16_t(len(rxs))
 	c.nb_txq = C.uint16_t(len(txs))
 	c.tx_retries = C.uint16_t(txRetries)
-	s := &Step{c: c, burst: burst,
+	s := &Step{c: c, burst: burst * maxBursts,
 		rx:   unsafe.Slice((**Mbuf)(unsafe.Pointer(c.rx)), per),
 		rxq:  unsafe.Slice(c.rxq, len(rxs)),
 		drop: unsafe.Slice((**Mbuf)(unsafe.Pointer(c.drop)), per)}

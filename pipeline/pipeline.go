@@ -15,6 +15,7 @@ import (
 type Spec struct {
 	Mode      Mode
 	Burst     int
+	MaxBursts int // rx bursts taken from a busy queue per poll (1: one burst)
 	TxRetries int // transmit calls that take nothing before a burst's rest is dropped
 	Workers   []WorkerSpec
 	Ports     map[uint16]PortSpec
@@ -109,7 +110,7 @@ func New(spec Spec) (*Pipeline, error) {
 			w.rx = append(w.rx, rxSource{port: rx.Port, queue: rx.Queue, tx: txIndex[rx.To]})
 			rxs = append(rxs, dpdk.Queue{Port: rx.Port, Queue: rx.Queue})
 		}
-		step, err := dpdk.NewStep(spec.Burst, ws.Socket, rxs, targets, spec.TxRetries)
+		step, err := dpdk.NewStep(spec.Burst, spec.MaxBursts, ws.Socket, rxs, targets, spec.TxRetries)
 		if err != nil {
 			p.Free()
 			return nil, fmt.Errorf("lcore %d: %w", ws.Lcore, err)
