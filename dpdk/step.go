@@ -19,7 +19,7 @@ type Step struct {
 	c     *C.struct_rf_step
 	rx    []*Mbuf // view of c.rx: nb_rxq bursts
 	rxq   []C.struct_rf_rxq
-	burst int // slots per rx queue: burst * max bursts
+	burst int     // slots per rx queue: burst * max bursts
 	drop  []*Mbuf // view of c.drop
 	ndrop int
 	Txq   []TxQueue
