@@ -252,16 +252,7 @@ func TestPollDoesNotAllocate(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			cfg, set := openPorts(t, mode, "net_ring%d")
 			p := newPipeline(t, cfg, set)
-			w := p.Workers[0]
-			pool := set.Ports[0].Pool
-			for _, f := range testenv.Frames(32) {
-				m := pool.Alloc()
-				if err := m.SetData(f); err != nil {
-					t.Fatal(err)
-				}
-				w.step.Txq[0].Push(m)
-			}
-			w.Poll() // sends the primed packets; the ring returns them
+			w := primeRing(t, p, set) // sends the primed packets; the ring returns them
 			allocs := testing.AllocsPerRun(2000, func() { w.Poll() })
 			if allocs != 0 {
 				t.Errorf("%v allocations per poll", allocs)
@@ -269,20 +260,43 @@ func TestPollDoesNotAllocate(t *testing.T) {
 			if s := w.Stats(); s.Packets < 2000*32 {
 				t.Errorf("only %d packets circulated", s.Packets)
 			}
-			p.Stop()
-			w.step.Flush()
-			// Drain the ring so every mbuf returns to the pool.
-			for w.step.Run() != 0 {
-				for _, m := range w.step.Rx(0) {
-					w.step.Drop(m)
-				}
-			}
-			w.step.Flush()
-			p.Free()
-			if err := set.Close(); err != nil {
-				t.Fatal(err)
-			}
+			closeRing(t, p, set)
 		})
+	}
+}
+
+// primeRing puts 32 packets in flight through a ring port that forwards
+// to itself, and returns its worker.
+func primeRing(t *testing.T, p *Pipeline, set *ports.Set) *Worker {
+	t.Helper()
+	w := p.Workers[0]
+	for _, f := range testenv.Frames(32) {
+		m := set.Ports[0].Pool.Alloc()
+		if err := m.SetData(f); err != nil {
+			t.Fatal(err)
+		}
+		w.step.Txq[0].Push(m)
+	}
+	w.Poll() // sends the primed packets; the ring returns them
+	return w
+}
+
+// closeRing drains a primed ring so every mbuf returns to its pool, then
+// closes the ports (which fails on a leaked mbuf).
+func closeRing(t *testing.T, p *Pipeline, set *ports.Set) {
+	t.Helper()
+	p.Stop()
+	w := p.Workers[0]
+	w.step.Flush()
+	for w.step.Run() != 0 {
+		for _, m := range w.step.Rx(0) {
+			w.step.Drop(m)
+		}
+	}
+	w.step.Flush()
+	p.Free()
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -95,16 +95,7 @@ func TestRoCEModeForwardsAndCountsLikeInspect(t *testing.T) {
 func TestRoCEPollDoesNotAllocate(t *testing.T) {
 	cfg, set := openPorts(t, "roce", "net_ring%d")
 	p := newPipeline(t, cfg, set)
-	w := p.Workers[0]
-	pool := set.Ports[0].Pool
-	for _, f := range testenv.Frames(32) {
-		m := pool.Alloc()
-		if err := m.SetData(f); err != nil {
-			t.Fatal(err)
-		}
-		w.step.Txq[0].Push(m)
-	}
-	w.Poll()
+	w := primeRing(t, p, set)
 	allocs := testing.AllocsPerRun(2000, func() {
 		w.Poll()
 		w.serveSnapshot()
@@ -115,15 +106,5 @@ func TestRoCEPollDoesNotAllocate(t *testing.T) {
 	if c := p.RoCEByPort()[uint16(set.Ports[0].ID)]; c == nil || c.RoCE < 2000*32*8/10 {
 		t.Errorf("RoCE frames counted: %+v", c)
 	}
-	w.step.Flush()
-	for w.step.Run() != 0 {
-		for _, m := range w.step.Rx(0) {
-			w.step.Drop(m)
-		}
-	}
-	w.step.Flush()
-	p.Free()
-	if err := set.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closeRing(t, p, set)
 }
