@@ -252,7 +252,7 @@ func TestPollDoesNotAllocate(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			cfg, set := openPorts(t, mode, "net_ring%d")
 			p := newPipeline(t, cfg, set)
-			w := primeRing(t, p, set) // sends the primed packets; the ring returns them
+			w := primeRing(t, p, set)
 			allocs := testing.AllocsPerRun(2000, func() { w.Poll() })
 			if allocs != 0 {
 				t.Errorf("%v allocations per poll", allocs)
