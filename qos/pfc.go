@@ -1,0 +1,364 @@
+package qos
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+
+	"roce-fwd/roce"
+)
+
+// NumTC is the number of traffic classes per port, and of PFC priorities.
+const NumTC = 8
+
+// DefaultQuanta is the pause time an XOFF asks for when none is
+// configured: the maximum, as switch ASICs send, refreshed well before it
+// runs out so that a lost XON costs at most one pause time.
+const DefaultQuanta = 0xFFFF
+
+// PauseNanos is how long quanta pause quanta last on a link of speed bits
+// per second: quanta × 512 bit times, rounded up so a pause never ends
+// early (0xFFFF at 25 Gbps is 1342157 ns).
+func PauseNanos(quanta uint16, speed uint64) int64 {
+	if speed == 0 {
+		return 0
+	}
+	bitsNs := uint64(quanta) * 512 * 1e9
+	return int64((bitsNs + speed - 1) / speed)
+}
+
+// IdentityPrioToTC maps PFC priority n to TC n, as SONiC's AZURE
+// MAP_PFC_PRIORITY_TO_QUEUE and the mlx5 default do.
+var IdentityPrioToTC = [NumTC]uint8{0, 1, 2, 3, 4, 5, 6, 7}
+
+// PFCRxStats count received flow-control frames.
+type PFCRxStats struct {
+	Frames [NumTC]uint64 // PFC frames with the priority's class-enable bit set
+	XOFF   [NumTC]uint64 // of those, quanta > 0
+	XON    [NumTC]uint64 // of those, quanta 0
+	Pause  uint64        // 802.3x PAUSE frames (they pause every priority)
+}
+
+// PFCRx tracks the pause state a port's link partner imposes on it with
+// 802.1Qbb PFC and 802.3x PAUSE frames. A new frame restarts a priority's
+// timer at its quanta (it does not extend it); quanta 0 resumes at once.
+type PFCRx struct {
+	speed     uint64
+	prioToTC  [NumTC]uint8
+	until     [NumTC]int64 // per priority: paused while now < until
+	from      [NumTC]int64 // start of the open pause interval
+	open      uint8        // priorities with an interval not yet added to pausedNs
+	pausedNs  [NumTC]int64
+	tcUntil   [NumTC]int64 // per TC: latest until of its priorities
+	lastFrame [NumTC]int64 // per priority
+	tcLast    [NumTC]int64 // per TC: latest lastFrame of its priorities
+	seen      uint8        // priorities that ever received a frame
+	tcSeen    uint8
+	st        PFCRxStats
+}
+
+var errSpeed = errors.New("qos: port speed must be set (bits per second) for PFC timing")
+
+// NewPFCRx returns the receive state for a port of speed bits/s.
+// prioToTC maps priorities to TCs; nil means IdentityPrioToTC.
+func NewPFCRx(speed uint64, prioToTC *[NumTC]uint8) (*PFCRx, error) {
+	r := new(PFCRx)
+	if err := r.Init(speed, prioToTC); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Init resets r to no pause, counters cleared.
+func (r *PFCRx) Init(speed uint64, prioToTC *[NumTC]uint8) error {
+	if speed == 0 {
+		return errSpeed
+	}
+	m := IdentityPrioToTC
+	if prioToTC != nil {
+		m = *prioToTC
+	}
+	for p, tc := range m {
+		if tc >= NumTC {
+			return fmt.Errorf("qos: priority %d maps to TC %d; TCs are 0-7", p, tc)
+		}
+	}
+	*r = PFCRx{speed: speed, prioToTC: m}
+	return nil
+}
+
+// SetSpeed changes the link speed used for frames received from now on
+// (after autonegotiation, say).
+func (r *PFCRx) SetSpeed(speed uint64) {
+	if speed != 0 {
+		r.speed = speed
+	}
+}
+
+// Receive consumes frame if it is a PFC or PAUSE frame and reports
+// whether it was one. Such frames are for the MAC: callers free them
+// instead of forwarding.
+func (r *PFCRx) Receive(now int64, frame []byte) bool {
+	if ce, q, ok := roce.ParsePFC(frame); ok {
+		r.ReceivePFC(now, ce, &q)
+		return true
+	}
+	if q, ok := roce.ParsePause(frame); ok {
+		r.ReceivePause(now, q)
+		return true
+	}
+	return false
+}
+
+// ReceivePFC applies a decoded PFC frame: each priority in classEnable
+// pauses for quanta[p] × 512 bit times from now, or resumes if 0.
+func (r *PFCRx) ReceivePFC(now int64, classEnable uint8, quanta *[NumTC]uint16) {
+	for m := classEnable; m != 0; m &= m - 1 {
+		p := bits.TrailingZeros8(m)
+		r.st.Frames[p]++
+		if quanta[p] == 0 {
+			r.st.XON[p]++
+		} else {
+			r.st.XOFF[p]++
+		}
+		r.apply(now, p, quanta[p])
+	}
+	r.retally()
+}
+
+// ReceivePause applies an 802.3x PAUSE frame, which pauses the whole
+// link: every priority.
+func (r *PFCRx) ReceivePause(now int64, quanta uint16) {
+	r.st.Pause++
+	for p := range NumTC {
+		r.apply(now, p, quanta)
+	}
+	r.retally()
+}
+
+func (r *PFCRx) apply(now int64, p int, quanta uint16) {
+	bit := uint8(1) << p
+	r.lastFrame[p] = now
+	r.seen |= bit
+	if r.open&bit != 0 && r.until[p] <= now {
+		// The previous pause ran out on its own.
+		r.pausedNs[p] += r.until[p] - r.from[p]
+		r.open &^= bit
+	}
+	if quanta == 0 {
+		if r.open&bit != 0 {
+			r.pausedNs[p] += now - r.from[p]
+			r.open &^= bit
+		}
+		r.until[p] = now
+		return
+	}
+	if r.open&bit == 0 {
+		r.from[p] = now
+		r.open |= bit
+	}
+	r.until[p] = now + PauseNanos(quanta, r.speed)
+}
+
+// retally recomputes the per-TC view; frames are rare, so 8 steps each
+// keep Paused, the per-packet query, to one comparison.
+func (r *PFCRx) retally() {
+	var u, l [NumTC]int64
+	var seen uint8
+	for p, tc := range r.prioToTC {
+		u[tc] = max(u[tc], r.until[p])
+		if r.seen&(1<<p) != 0 {
+			if seen&(1<<tc) == 0 || r.lastFrame[p] > l[tc] {
+				l[tc] = r.lastFrame[p]
+			}
+			seen |= 1 << tc
+		}
+	}
+	r.tcUntil, r.tcLast, r.tcSeen = u, l, seen
+}
+
+// Paused reports whether TC tc may not transmit at time now.
+func (r *PFCRx) Paused(tc uint8, now int64) bool {
+	return r.seen != 0 && r.tcUntil[tc&7] > now
+}
+
+// PausedMask has bit n set when TC n is paused at now.
+func (r *PFCRx) PausedMask(now int64) uint8 {
+	if r.seen == 0 {
+		return 0
+	}
+	var m uint8
+	for tc, u := range r.tcUntil {
+		if u > now {
+			m |= 1 << tc
+		}
+	}
+	return m
+}
+
+// PausedNanos is the total time priority prio has spent paused up to now.
+func (r *PFCRx) PausedNanos(prio uint8, now int64) int64 {
+	p := prio & 7
+	t := r.pausedNs[p]
+	if r.open&(1<<p) != 0 {
+		t += min(now, r.until[p]) - r.from[p]
+	}
+	return t
+}
+
+// tcPausedNanos is PausedNanos of TC tc: the most any of its priorities
+// has been paused (exact under the identity map).
+func (r *PFCRx) tcPausedNanos(tc uint8, now int64) int64 {
+	var t int64
+	for p, c := range r.prioToTC {
+		if c == tc {
+			t = max(t, r.PausedNanos(uint8(p), now))
+		}
+	}
+	return t
+}
+
+// LastFrame is when a frame last named a priority of tc (PFC with its
+// class-enable bit, or PAUSE); ok is false if none ever did.
+func (r *PFCRx) LastFrame(tc uint8) (at int64, ok bool) {
+	return r.tcLast[tc&7], r.tcSeen&(1<<(tc&7)) != 0
+}
+
+// Stats returns the counters.
+func (r *PFCRx) Stats() PFCRxStats { return r.st }
+
+// PFCFrame is a PFC frame to send: build it with Build (roce.BuildPFC).
+// Priorities in ClassEnable with Quanta 0 are XON.
+type PFCFrame struct {
+	ClassEnable uint8
+	Quanta      [NumTC]uint16
+}
+
+// Build writes the 60-byte frame (no FCS) from source MAC src into buf.
+func (f *PFCFrame) Build(buf []byte, src roce.MAC) (int, error) {
+	return roce.BuildPFC(buf, src, f.ClassEnable, f.Quanta)
+}
+
+// PFCTxConfig configures PFC generation for one ingress port.
+type PFCTxConfig struct {
+	Enable uint8  // priorities with PFC (the lossless ones), bit n = priority n
+	Xoff   uint64 // bytes held in egress queues at which XOFF is sent
+	Xon    uint64 // bytes at or below which XON is sent; < Xoff
+	Quanta uint16 // XOFF pause time; 0 = DefaultQuanta
+	Speed  uint64 // bits/s of this port's link, which the frames go out of
+}
+
+// PFCTxStats count generated flow-control messages per priority. A frame
+// can carry several priorities; Frames counts frames.
+type PFCTxStats struct {
+	XOFF    [NumTC]uint64 // XOFF sent, refreshes included
+	Refresh [NumTC]uint64 // of those, refreshes
+	XON     [NumTC]uint64
+	Frames  uint64
+}
+
+// PFCTx decides when an ingress port must pause its link partner. The
+// dataplane adds a packet's bytes to its ingress port's PFCTx (under the
+// packet's priority) when an egress queue accepts it, subtracts them when
+// the packet leaves or is dropped, and calls Check once per burst:
+//
+//   - at or above Xoff: XOFF with Quanta;
+//   - while still above Xon: XOFF again every half pause time, so the
+//     partner never resumes on its own while we are congested;
+//   - at or below Xon: one XON (quanta 0).
+type PFCTx struct {
+	enable  uint8
+	xoffSet uint8 // priorities currently paused by us
+	quanta  uint16
+	xoff    uint64
+	xon     uint64
+	refresh int64
+	bytes   [NumTC]uint64
+	sentAt  [NumTC]int64
+	st      PFCTxStats
+}
+
+// NewPFCTx returns the transmit-side PFC state for one ingress port.
+func NewPFCTx(c PFCTxConfig) (*PFCTx, error) {
+	t := new(PFCTx)
+	if err := t.Init(c); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Init resets t to c, nothing held, no priority paused.
+func (t *PFCTx) Init(c PFCTxConfig) error {
+	if c.Quanta == 0 {
+		c.Quanta = DefaultQuanta
+	}
+	switch {
+	case c.Speed == 0:
+		return errSpeed
+	case c.Enable != 0 && c.Xoff == 0:
+		return errors.New("qos: PFC xoff threshold must be set")
+	case c.Enable != 0 && c.Xon >= c.Xoff:
+		return fmt.Errorf("qos: PFC xon %s must be below xoff %s", FormatSize(c.Xon), FormatSize(c.Xoff))
+	}
+	*t = PFCTx{enable: c.Enable, quanta: c.Quanta, xoff: c.Xoff, xon: c.Xon,
+		refresh: PauseNanos(c.Quanta, c.Speed) / 2}
+	return nil
+}
+
+// Add accounts n bytes of priority prio entering an egress queue.
+func (t *PFCTx) Add(prio uint8, n uint32) { t.bytes[prio&7] += uint64(n) }
+
+// Sub accounts n bytes of priority prio leaving (sent or dropped).
+func (t *PFCTx) Sub(prio uint8, n uint32) {
+	p := prio & 7
+	if uint64(n) > t.bytes[p] {
+		t.bytes[p] = 0 // unbalanced caller; never wrap to "congested forever"
+		return
+	}
+	t.bytes[p] -= uint64(n)
+}
+
+// Bytes is what priority prio currently holds in egress queues.
+func (t *PFCTx) Bytes(prio uint8) uint64 { return t.bytes[prio&7] }
+
+// XOFFMask has bit n set while priority n is paused by us.
+func (t *PFCTx) XOFFMask() uint8 { return t.xoffSet }
+
+// Check returns the PFC frame to send now, if any.
+func (t *PFCTx) Check(now int64) (f PFCFrame, send bool) {
+	for m := t.enable; m != 0; m &= m - 1 {
+		p := bits.TrailingZeros8(m)
+		bit := uint8(1) << p
+		b := t.bytes[p]
+		switch {
+		case t.xoffSet&bit == 0:
+			if b >= t.xoff {
+				t.xoffSet |= bit
+				t.sendXOFF(&f, p, now)
+			}
+		case b <= t.xon:
+			t.xoffSet &^= bit
+			f.ClassEnable |= bit
+			f.Quanta[p] = 0
+			t.st.XON[p]++
+		case now-t.sentAt[p] >= t.refresh:
+			t.st.Refresh[p]++
+			t.sendXOFF(&f, p, now)
+		}
+	}
+	if f.ClassEnable == 0 {
+		return f, false
+	}
+	t.st.Frames++
+	return f, true
+}
+
+func (t *PFCTx) sendXOFF(f *PFCFrame, p int, now int64) {
+	f.ClassEnable |= 1 << p
+	f.Quanta[p] = t.quanta
+	t.sentAt[p] = now
+	t.st.XOFF[p]++
+}
+
+// Stats returns the counters.
+func (t *PFCTx) Stats() PFCTxStats { return t.st }

@@ -1,0 +1,346 @@
+package qos
+
+import (
+	"errors"
+	"math/bits"
+)
+
+// TCStats are one TC's counters.
+type TCStats struct {
+	Queue     QueueStats // DeqPackets/DeqBytes are what the TC transmitted
+	WRED      WREDStats
+	DropPFCWD uint64 // arrivals dropped while the watchdog (action drop) held the TC
+	Flushed   uint64 // packets removed by Flush
+}
+
+type tcState struct {
+	q       Queue
+	wred    WRED
+	shaper  TokenBucket
+	deficit int64 // DWRR bytes the TC may still send this round
+	quantum int64
+	dropWD  uint64
+	flushed uint64
+}
+
+// Scheduler is one egress port: eight TC queues with WRED-ECN, strict
+// priority and DWRR (ETS) scheduling, a port shaper and optional per-TC
+// shapers, honouring the PFC pause state of the port's link partner.
+//
+// Selection, per packet: among TCs that have packets, are not paused (or
+// are paused but the watchdog overrides it) and whose own shaper has
+// tokens, the highest-numbered strict TC goes first; failing that DWRR
+// (Shreedhar and Varghese's deficit round robin, by bytes) picks among
+// the DWRR TCs, each earning Quantum × weight bytes per round. A TC whose
+// queue empties forfeits its deficit, so idle TCs give their share to the
+// busy ones rather than saving it up. A paused or shaped-out TC keeps its
+// deficit but earns no more until it is eligible again.
+type Scheduler struct {
+	tc          [NumTC]tcState
+	strict      uint8 // TCs in Strict mode
+	dwrr        uint8 // TCs in DWRR mode
+	shaped      uint8 // TCs with a MaxRate
+	blocked     uint8 // shaped TCs whose bucket is empty
+	ignorePause uint8 // TCs the watchdog lets ignore PFC
+	wdDrop      uint8 // TCs whose arrivals the watchdog drops
+	rr          uint8 // DWRR pointer
+	granted     bool  // the TC at rr has had this round's quantum
+	port        TokenBucket
+	rx          *PFCRx
+}
+
+var errNoRing = errors.New("qos: every TC needs a slot ring of at least one slot")
+
+// NewScheduler builds a port from c, with rings[tc] as each TC's queue
+// storage (MakeRings for Go memory). rx is the port's PFC receive state,
+// nil when PFC is off. seed seeds the per-queue WRED generators.
+func NewScheduler(c *Config, rings *[NumTC][]Slot, rx *PFCRx, seed uint64) (*Scheduler, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Scheduler{rx: rx}
+	if err := s.port.Init(c.Rate, c.Burst, WireOverhead, 0); err != nil {
+		return nil, err
+	}
+	quantum := int64(c.Quantum)
+	if quantum == 0 {
+		quantum = DefaultQuantum
+	}
+	for i := range s.tc {
+		tc := &c.TC[i]
+		t := &s.tc[i]
+		if len(rings[i]) == 0 || uint64(len(rings[i])) > 1<<32-1 {
+			return nil, errNoRing
+		}
+		t.q.Init(rings[i], tc.Limit)
+		if err := t.wred.Init(tc.ECN, tc.Lossless, seed+uint64(i)*0x9e3779b97f4a7c15); err != nil {
+			return nil, err
+		}
+		if tc.MaxRate != 0 {
+			if err := t.shaper.Init(tc.MaxRate, tc.MaxBurst, WireOverhead, 0); err != nil {
+				return nil, err
+			}
+			s.shaped |= 1 << i
+		}
+		bit := uint8(1) << i
+		if tc.Mode == Strict {
+			s.strict |= bit
+		} else {
+			s.dwrr |= bit
+			t.quantum = quantum * int64(tc.Weight)
+		}
+	}
+	return s, nil
+}
+
+// MakeRings allocates per-TC rings of n slots each in Go memory.
+func MakeRings(n int) *[NumTC][]Slot {
+	var r [NumTC][]Slot
+	all := make([]Slot, n*NumTC)
+	for i := range r {
+		r[i] = all[i*n : (i+1)*n : (i+1)*n]
+	}
+	return &r
+}
+
+// Enqueue offers a packet with IP ECN field ecn (0 for non-IP) to TC tc.
+// It returns the drop reason, or ReasonNone with markCE telling the
+// caller to set CE on the frame (MarkCE) before it can be dequeued.
+// Order: watchdog drop, then the queue's tail-drop bounds, then WRED, so
+// a packet is never marked and then refused.
+func (s *Scheduler) Enqueue(tc uint8, sl Slot, ecn uint8) (markCE bool, r Reason) {
+	i := tc & 7
+	bit := uint8(1) << i
+	t := &s.tc[i]
+	if s.wdDrop&bit != 0 {
+		t.dropWD++
+		return false, ReasonPFCWD
+	}
+	if r = t.q.Fits(sl.Len); r != ReasonNone {
+		if r == ReasonQueueSlots {
+			t.q.st.DropSlots++
+		} else {
+			t.q.st.DropFull++
+		}
+		return false, r
+	}
+	d := Enqueue
+	if t.wred.on {
+		d = t.wred.Decide(t.q.bytes, ecn)
+	}
+	if d == DropWRED {
+		return false, ReasonWRED
+	}
+	t.q.push(sl)
+	return d == EnqueueMarkCE, ReasonNone
+}
+
+// Dequeue fills out with up to len(out) packets to transmit at time now,
+// at most budget bytes of them (0 = no byte budget; a head packet larger
+// than what is left of the budget waits for the next call), and returns
+// how many. It stops early when the port shaper runs dry or every
+// backlogged TC is paused or shaped out.
+func (s *Scheduler) Dequeue(now int64, out []Slot, budget uint64) int {
+	if len(out) == 0 {
+		return 0
+	}
+	// Read the backlog from the queues rather than tracking it, so a
+	// caller touching a Queue directly cannot desynchronise the two.
+	var backlog uint8
+	for i := range s.tc {
+		if s.tc[i].q.n != 0 {
+			backlog |= 1 << i
+		} else {
+			s.tc[i].deficit = 0
+		}
+	}
+	if backlog == 0 {
+		return 0
+	}
+	portShaped := s.port.rate != 0
+	if portShaped {
+		s.port.Refill(now)
+	}
+	for m := s.shaped; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros8(m)
+		sh := &s.tc[i].shaper
+		sh.Refill(now)
+		if sh.tokens > 0 {
+			s.blocked &^= 1 << i
+		} else {
+			s.blocked |= 1 << i
+		}
+	}
+	var paused uint8
+	if s.rx != nil {
+		paused = s.rx.PausedMask(now) &^ s.ignorePause
+	}
+	n := 0
+	var sent uint64
+	for n < len(out) {
+		if portShaped && s.port.tokens <= 0 {
+			break
+		}
+		elig := backlog &^ paused &^ s.blocked
+		var i int
+		if m := elig & s.strict; m != 0 {
+			i = bits.Len8(m) - 1
+		} else if m := elig & s.dwrr; m != 0 {
+			if i = s.pickDWRR(m); i < 0 {
+				break
+			}
+		} else {
+			break
+		}
+		t := &s.tc[i]
+		l := t.q.ring[t.q.head].Len
+		if budget != 0 && sent+uint64(l) > budget {
+			break
+		}
+		out[n] = t.q.pop()
+		n++
+		sent += uint64(l)
+		t.q.st.DeqPackets++
+		t.q.st.DeqBytes += uint64(l)
+		bit := uint8(1) << i
+		if s.dwrr&bit != 0 {
+			t.deficit -= int64(l)
+		}
+		if t.q.n == 0 {
+			backlog &^= bit
+			s.idle(i)
+		}
+		if portShaped {
+			s.port.Consume(l)
+		}
+		if s.shaped&bit != 0 {
+			t.shaper.Consume(l)
+			if t.shaper.tokens <= 0 {
+				s.blocked |= bit
+			}
+		}
+	}
+	return n
+}
+
+// idle forfeits an emptied DWRR TC's deficit and, if it held the
+// round-robin pointer, moves the pointer on.
+func (s *Scheduler) idle(i int) {
+	if s.dwrr&(1<<i) == 0 {
+		return
+	}
+	s.tc[i].deficit = 0
+	if int(s.rr) == i {
+		s.rr = (s.rr + 1) & 7
+		s.granted = false
+	}
+}
+
+// pickDWRR returns the DWRR TC (a member of elig, all backlogged) allowed
+// to send its head packet next. The pointer visits the eligible TCs in
+// turn (jumping over the others with a bit rotation); each earns its
+// quantum once per visit and sends while its deficit covers its head
+// packet. When a whole round passes with nobody able to send (quanta
+// smaller than the packets), the rounds that would pass the same way are
+// skipped in one step: the result is exactly DRR's, in bounded time.
+func (s *Scheduler) pickDWRR(elig uint8) int {
+	visits := bits.OnesCount8(elig)
+	for pass := 0; pass < 3; pass++ {
+		for range visits {
+			if k := uint8(bits.TrailingZeros8(bits.RotateLeft8(elig, -int(s.rr)))); k != 0 {
+				s.rr = (s.rr + k) & 7
+				s.granted = false
+			}
+			i := s.rr
+			t := &s.tc[i]
+			if !s.granted {
+				t.deficit += t.quantum
+				s.granted = true
+			}
+			if int64(t.q.ring[t.q.head].Len) <= t.deficit {
+				return int(i)
+			}
+			s.rr = (i + 1) & 7
+			s.granted = false
+		}
+		if pass == 0 {
+			s.skipRounds(elig)
+		}
+	}
+	return -1
+}
+
+// skipRounds gives every TC in elig the quanta of the k-1 rounds in which
+// none of them could send, where k is the fewest rounds after which one can.
+func (s *Scheduler) skipRounds(elig uint8) {
+	k := int64(-1)
+	for m := elig; m != 0; m &= m - 1 {
+		t := &s.tc[bits.TrailingZeros8(m)]
+		need := int64(t.q.ring[t.q.head].Len) - t.deficit
+		r := (need + t.quantum - 1) / t.quantum
+		if k < 0 || r < k {
+			k = r
+		}
+	}
+	if k <= 1 {
+		return
+	}
+	for m := elig; m != 0; m &= m - 1 {
+		t := &s.tc[bits.TrailingZeros8(m)]
+		t.deficit += (k - 1) * t.quantum
+	}
+}
+
+// Flush removes up to len(out) packets of TC tc into out, for the caller
+// to free and count (the watchdog's drop action, a port going down), and
+// returns how many. Call it until it returns 0 to empty the queue.
+func (s *Scheduler) Flush(tc uint8, out []Slot) int {
+	i := int(tc & 7)
+	t := &s.tc[i]
+	k := t.q.Drain(out)
+	t.flushed += uint64(k)
+	if t.q.n == 0 {
+		s.idle(i)
+	}
+	return k
+}
+
+// Queue is TC tc's queue, for reading depths and counters. Packets go in
+// and out through the Scheduler (Enqueue, Dequeue, Flush), which keeps
+// WRED, DWRR and the watchdog's view consistent.
+func (s *Scheduler) Queue(tc uint8) *Queue { return &s.tc[tc&7].q }
+
+// WRED is TC tc's WRED state.
+func (s *Scheduler) WRED(tc uint8) *WRED { return &s.tc[tc&7].wred }
+
+// Stats returns TC tc's counters.
+func (s *Scheduler) Stats(tc uint8) TCStats {
+	t := &s.tc[tc&7]
+	return TCStats{Queue: t.q.st, WRED: t.wred.st, DropPFCWD: t.dropWD, Flushed: t.flushed}
+}
+
+// Backlog is what the port holds, over all TCs.
+func (s *Scheduler) Backlog() (bytes uint64, packets int) {
+	for i := range s.tc {
+		bytes += s.tc[i].q.bytes
+		packets += int(s.tc[i].q.n)
+	}
+	return bytes, packets
+}
+
+// BacklogMask has bit n set when TC n holds packets.
+func (s *Scheduler) BacklogMask() uint8 {
+	var m uint8
+	for i := range s.tc {
+		if s.tc[i].q.n != 0 {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+// PFC is the port's PFC receive state (nil when PFC is off).
+func (s *Scheduler) PFC() *PFCRx { return s.rx }
+
+// PauseOverride has bit n set while the watchdog lets TC n ignore PFC.
+func (s *Scheduler) PauseOverride() uint8 { return s.ignorePause }

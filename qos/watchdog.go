@@ -1,0 +1,247 @@
+package qos
+
+import (
+	"errors"
+	"strconv"
+	"time"
+)
+
+// WatchdogAction is what the PFC watchdog does to a TC in a pause storm.
+type WatchdogAction uint8
+
+const (
+	ActionDrop    WatchdogAction = iota // ignore pause, flush the queue, drop arrivals (SONiC default)
+	ActionForward                       // ignore pause and keep sending
+	ActionAlert                         // only count and report
+)
+
+var actionNames = [...]string{"drop", "forward", "alert"}
+
+func (a WatchdogAction) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return "action-" + strconv.Itoa(int(a))
+}
+
+// ParseWatchdogAction reads "drop", "forward" or "alert".
+func ParseWatchdogAction(s string) (WatchdogAction, error) {
+	for i, n := range actionNames {
+		if s == n {
+			return WatchdogAction(i), nil
+		}
+	}
+	return 0, errors.New("qos: PFC watchdog action " + strconv.Quote(s) + " is not one of drop, forward, alert")
+}
+
+// SONiC pfcwd defaults ("pfcwd start_default").
+const (
+	DefaultDetectionTime   = 200 * time.Millisecond
+	DefaultRestorationTime = 200 * time.Millisecond
+)
+
+// WatchdogConfig configures the PFC watchdog of a port's lossless TCs.
+type WatchdogConfig struct {
+	Enabled         bool
+	Action          WatchdogAction
+	DetectionTime   time.Duration // 0 = DefaultDetectionTime
+	RestorationTime time.Duration // 0 = DefaultRestorationTime
+}
+
+// Validate checks the ranges.
+func (c WatchdogConfig) Validate() error {
+	switch {
+	case c.Action > ActionAlert:
+		return errors.New("qos: unknown PFC watchdog action " + c.Action.String())
+	case c.DetectionTime < 0 || c.RestorationTime < 0:
+		return errors.New("qos: PFC watchdog times must not be negative")
+	}
+	return nil
+}
+
+// WDEventKind says what happened to a TC.
+type WDEventKind uint8
+
+const (
+	StormDetected WDEventKind = iota + 1
+	StormRestored
+)
+
+func (k WDEventKind) String() string {
+	switch k {
+	case StormDetected:
+		return "storm-detected"
+	case StormRestored:
+		return "storm-restored"
+	}
+	return "event-" + strconv.Itoa(int(k))
+}
+
+// WDEvent is one watchdog transition, for the caller to log (one line
+// each) and, on StormDetected with ActionDrop, to Flush the queue.
+type WDEvent struct {
+	Kind   WDEventKind
+	TC     uint8
+	Action WatchdogAction
+	At     int64 // ns
+}
+
+// WDStats are one TC's watchdog counters.
+type WDStats struct {
+	Detected uint64 // storms detected
+	Restored uint64 // storms ended
+	Dropped  uint64 // packets dropped by ActionDrop: flushed during a storm plus arrivals refused
+	InStorm  bool
+}
+
+type wdTC struct {
+	storm      bool
+	stuck      bool  // non-empty, paused and not sending since since
+	since      int64 // when stuck began
+	detectedAt int64
+	lastPoll   int64
+	pausedSnap int64  // PausedNanos at the last poll
+	txSnap     uint64 // packets sent, at the last poll
+	flushBase  uint64 // Flushed before the storm
+}
+
+// Watchdog is SONiC's PFC watchdog for one port. Polled (Poll) at a
+// period well under the detection time, it declares a storm on a lossless
+// TC whose queue has stayed non-empty, paused by PFC and without sending
+// a packet for DetectionTime, applies the action, and restores the TC once
+// no PFC frame has named its priority for RestorationTime.
+//
+// Detection samples, as SONiC does with the ASIC's counters: a TC is
+// stuck while at every poll its queue is non-empty, it is paused, its
+// transmit counter has not moved since the previous poll, and it spent at
+// least 99% of that interval paused (the refinement SONiC adopted for
+// Spectrum, so that a queue merely starved between two short pauses is
+// not taken for a storm). The storm is declared at the first poll at
+// least DetectionTime after the first stuck poll: between DetectionTime
+// and DetectionTime plus one poll period after the stall began.
+type Watchdog struct {
+	s       *Scheduler
+	rx      *PFCRx
+	watch   uint8
+	action  WatchdogAction
+	detect  int64
+	restore int64
+	tc      [NumTC]wdTC
+	st      [NumTC]WDStats
+}
+
+// NewWatchdog watches the lossless TCs of port s, built from c, under
+// c.Watchdog; pause state comes from s.PFC(). With the watchdog disabled
+// or without PFC it watches nothing.
+func NewWatchdog(c *Config, s *Scheduler) (*Watchdog, error) {
+	cfg := c.Watchdog
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	w := &Watchdog{s: s, rx: s.rx, action: cfg.Action,
+		detect:  durationNs(cfg.DetectionTime, DefaultDetectionTime),
+		restore: durationNs(cfg.RestorationTime, DefaultRestorationTime)}
+	if cfg.Enabled && s.rx != nil {
+		w.watch = c.LosslessTCs()
+	}
+	return w, nil
+}
+
+// Poll advances the watchdog to now, writes the transitions into ev and
+// returns how many. A transition that does not fit in ev is left for the
+// next Poll, so none goes unreported.
+func (w *Watchdog) Poll(now int64, ev []WDEvent) int {
+	n := 0
+	for i := range NumTC {
+		bit := uint8(1) << i
+		if w.watch&bit == 0 {
+			continue
+		}
+		st := &w.tc[i]
+		t := &w.s.tc[i]
+		if !st.storm {
+			tx := t.q.st.DeqPackets
+			paused := w.rx.tcPausedNanos(uint8(i), now)
+			if t.q.n > 0 && w.rx.Paused(uint8(i), now) && tx == st.txSnap {
+				switch {
+				case !st.stuck:
+					st.stuck, st.since = true, now
+				case (paused-st.pausedSnap)*100 < (now-st.lastPoll)*99:
+					st.since = now // sending was allowed in between: start over
+				case now-st.since >= w.detect && n < len(ev):
+					w.begin(i, now)
+					ev[n] = WDEvent{Kind: StormDetected, TC: uint8(i), Action: w.action, At: now}
+					n++
+				}
+			} else {
+				st.stuck = false
+			}
+			st.txSnap, st.pausedSnap, st.lastPoll = tx, paused, now
+			continue
+		}
+		last, ok := w.rx.LastFrame(uint8(i))
+		if !ok || last < st.detectedAt {
+			last = st.detectedAt
+		}
+		if now-last >= w.restore && n < len(ev) {
+			w.end(i)
+			ev[n] = WDEvent{Kind: StormRestored, TC: uint8(i), Action: w.action, At: now}
+			n++
+		}
+	}
+	return n
+}
+
+func (w *Watchdog) begin(i int, now int64) {
+	st := &w.tc[i]
+	st.storm, st.stuck, st.detectedAt = true, false, now
+	st.flushBase = w.s.tc[i].flushed
+	w.st[i].Detected++
+	w.st[i].InStorm = true
+	bit := uint8(1) << i
+	switch w.action {
+	case ActionDrop:
+		w.s.ignorePause |= bit
+		w.s.wdDrop |= bit
+	case ActionForward:
+		w.s.ignorePause |= bit
+	}
+}
+
+func (w *Watchdog) end(i int) {
+	st := &w.tc[i]
+	t := &w.s.tc[i]
+	if w.action == ActionDrop {
+		w.st[i].Dropped += t.flushed - st.flushBase
+	}
+	st.storm = false
+	st.txSnap = t.q.st.DeqPackets
+	w.st[i].Restored++
+	w.st[i].InStorm = false
+	bit := uint8(1) << i
+	w.s.ignorePause &^= bit
+	w.s.wdDrop &^= bit
+}
+
+// Stats returns TC tc's watchdog counters.
+func (w *Watchdog) Stats(tc uint8) WDStats {
+	i := tc & 7
+	st := w.st[i]
+	t := &w.s.tc[i]
+	st.Dropped += t.dropWD
+	if w.tc[i].storm && w.action == ActionDrop {
+		st.Dropped += t.flushed - w.tc[i].flushBase
+	}
+	return st
+}
+
+// InStorm has bit n set while TC n is in a storm.
+func (w *Watchdog) InStorm() uint8 {
+	var m uint8
+	for i := range w.tc {
+		if w.tc[i].storm {
+			m |= 1 << i
+		}
+	}
+	return m
+}
