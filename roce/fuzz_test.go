@@ -34,10 +34,62 @@ func addSeeds(f *testing.F) {
 	}
 }
 
+// agreeMaps cover every trust mode for checkAgree.
+var agreeMaps = func() []*roce.TCMap {
+	d, p, n := roce.DefaultTCMap(), roce.DefaultTCMap(), roce.DefaultTCMap()
+	p.Trust, n.Trust = roce.TrustPCP, roce.TrustNone
+	for i := range p.PCP {
+		p.PCP[i] = uint8(7 - i)
+	}
+	return []*roce.TCMap{nil, &d, &p, &n}
+}()
+
+// junkResult has every field set: Classify must overwrite all of them.
+var junkResult = roce.Result{L3: 1, L4: 2, BTH: 3, PayloadOff: 4, PayloadLen: 5, ICRCOff: 6,
+	EtherType: 7, VID: 8, PKey: 9, DestQP: 10, PSN: 11, Opcode: 12, Transport: 13, IPVersion: 14,
+	Tags: 15, PCP: 16, DSCP: 17, ECN: 18, TC: 19, PadCount: 20, TVer: 21, AETH: 22, ICRC: 23,
+	Err: 24, RoCE: true, Tagged: true, CNP: true, FECN: true, BECN: true, AckReq: true, SE: true,
+	MigReq: true, HasAETH: true, Fragment: true}
+
+// checkAgree compares Classify, fast path included, with the general path.
+func checkAgree(t *testing.T, frame []byte) {
+	t.Helper()
+	for _, m := range agreeMaps {
+		for _, verify := range []bool{false, true} {
+			got, want := junkResult, junkResult
+			roce.Classify(frame, m, verify, &got)
+			roce.ClassifyGeneral(frame, m, verify, &want)
+			if got != want {
+				t.Fatalf("% x (verify %v):\n got %+v\nwant %+v", frame, verify, got, want)
+			}
+		}
+	}
+}
+
+// Mutations of every corpus frame around the fields the fast path reads.
+func TestFastPathAgrees(t *testing.T) {
+	for _, c := range rocetest.Corpus() {
+		f := c.Frame
+		for n := 0; n <= len(f); n++ {
+			checkAgree(t, f[:n])
+		}
+		g := append([]byte(nil), f...)
+		for i := 0; i < min(len(g), 80); i++ {
+			orig := g[i]
+			for _, v := range []byte{0, 0xff, orig ^ 1, orig ^ 2, orig ^ 4, orig ^ 0x10, orig ^ 0x20, orig ^ 0x40, orig ^ 0x80, orig + 1, orig - 1, orig + 4, orig - 4} {
+				g[i] = v
+				checkAgree(t, g)
+			}
+			g[i] = orig
+		}
+	}
+}
+
 func FuzzClassify(f *testing.F) {
 	addSeeds(f)
 	m := roce.DefaultTCMap()
 	f.Fuzz(func(t *testing.T, frame []byte) {
+		checkAgree(t, frame)
 		var r, r2 roce.Result
 		roce.Classify(frame, &m, true, &r)
 		roce.Classify(frame, &m, false, &r2)
