@@ -186,7 +186,7 @@ func (r Report) WriteText(w io.Writer) {
 					parts = append(parts, fmt.Sprintf("%s: %.1f%%", label, 100*float64(v)/float64(polls)))
 				}
 			}
-			fmt.Fprintf(w, "    burst sizes  %s\n", strings.Join(parts, "  "))
+			fmt.Fprintf(w, "    packets per poll  %s\n", strings.Join(parts, "  "))
 		}
 	}
 	var drops []string

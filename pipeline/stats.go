@@ -36,7 +36,8 @@ func (r Reason) String() string {
 	return "unknown"
 }
 
-// Burst-size histogram buckets: 0 (empty poll), 1, 2-3, 4-7, ... 256+.
+// Histogram of packets received from one queue in one poll (up to
+// max_bursts bursts): 0 (empty poll), 1, 2-3, 4-7, ... 256+.
 const HistBuckets = 10
 
 // HistBucketLabel names bucket i ("0", "1", "2-3", ..., "256+").
