@@ -109,33 +109,50 @@ func checkAccounting(t *testing.T, p *Pipeline) {
 	}
 }
 
-// forwardPcap runs frames through the pipeline from a pcap rx port to a
-// pcap tx port and returns what came out.
-func forwardPcap(t *testing.T, mode string, frames [][]byte) ([][]byte, *ports.Set) {
+// pcapRun is a pipeline that forwarded a pcap file between two net_pcap
+// ports and has stopped; finish closes it and returns what came out.
+type pcapRun struct {
+	p   *Pipeline
+	set *ports.Set
+	in  string
+	out string
+}
+
+// forwardPcap runs frames through the pipeline in mode from a pcap rx port
+// to a pcap tx port, until the workers have handled them all.
+func forwardPcap(t *testing.T, mode string, frames [][]byte) *pcapRun {
+	t.Helper()
 	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
-	testenv.WritePcap(t, in, frames)
-	cfg, set := openPorts(t, mode, "net_pcap%d,rx_pcap="+in, "net_pcap%d,tx_pcap="+out)
-	p := newPipeline(t, cfg, set)
-	if err := p.Start(); err != nil {
+	r := &pcapRun{in: filepath.Join(dir, "in.pcap"), out: filepath.Join(dir, "out.pcap")}
+	testenv.WritePcap(t, r.in, frames)
+	var cfg *config.Config
+	cfg, r.set = openPorts(t, mode, "net_pcap%d,rx_pcap="+r.in, "net_pcap%d,tx_pcap="+r.out)
+	r.p = newPipeline(t, cfg, r.set)
+	if err := r.p.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitPackets(t, p, uint64(len(frames)))
-	p.Stop()
-	checkAccounting(t, p)
-	if d := p.Drops(); d["tx_full"]+d["runt"] != 0 {
-		t.Errorf("drops %v", d)
-	}
-	p.Free()
-	if err := set.Close(); err != nil { // closing flushes the pcap writer
+	waitPackets(t, r.p, uint64(len(frames)))
+	r.p.Stop()
+	checkAccounting(t, r.p)
+	return r
+}
+
+func (r *pcapRun) finish(t *testing.T) [][]byte {
+	t.Helper()
+	r.p.Free()
+	if err := r.set.Close(); err != nil { // closing flushes the pcap writer
 		t.Fatal(err)
 	}
-	return testenv.ReadPcap(t, out), set
+	return testenv.ReadPcap(t, r.out)
 }
 
 func TestIOForwardsEveryFrameUnchanged(t *testing.T) {
 	frames := testenv.Frames(500)
-	got, _ := forwardPcap(t, "io", frames)
+	run := forwardPcap(t, "io", frames)
+	if d := run.p.Drops(); d["tx_full"] != 0 {
+		t.Errorf("drops %v", d)
+	}
+	got := run.finish(t)
 	if len(got) != len(frames) {
 		t.Fatalf("%d frames out, want %d", len(got), len(frames))
 	}
@@ -148,27 +165,13 @@ func TestIOForwardsEveryFrameUnchanged(t *testing.T) {
 
 func TestMACRewritesAddresses(t *testing.T) {
 	frames := testenv.Frames(300)
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
-	testenv.WritePcap(t, in, frames)
-	cfg, set := openPorts(t, "mac", "net_pcap%d,rx_pcap="+in, "net_pcap%d,tx_pcap="+out)
-	outPort := set.Ports[1]
+	run := forwardPcap(t, "mac", frames)
+	outPort := run.set.Ports[1]
 	wantHdr := append(append([]byte(nil), outPort.PeerMAC...), outPort.MAC...)
 	if got := outPort.PeerMAC.String(); got != "02:00:00:00:00:01" {
 		t.Errorf("default peer MAC %s, want testpmd's 02:00:00:00:00:01", got)
 	}
-	p := newPipeline(t, cfg, set)
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitPackets(t, p, uint64(len(frames)))
-	p.Stop()
-	checkAccounting(t, p)
-	p.Free()
-	if err := set.Close(); err != nil {
-		t.Fatal(err)
-	}
-	got := testenv.ReadPcap(t, out)
+	got := run.finish(t)
 	if len(got) != len(frames) {
 		t.Fatalf("%d frames out, want %d", len(got), len(frames))
 	}
@@ -183,26 +186,11 @@ func TestMACRewritesAddresses(t *testing.T) {
 }
 
 func TestRuntsAreCountedNotForwarded(t *testing.T) {
-	frames := [][]byte{make([]byte, 60), make([]byte, 10), make([]byte, 60)}
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
-	testenv.WritePcap(t, in, frames)
-	cfg, set := openPorts(t, "mac", "net_pcap%d,rx_pcap="+in, "net_pcap%d,tx_pcap="+out)
-	p := newPipeline(t, cfg, set)
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitPackets(t, p, 3)
-	p.Stop()
-	checkAccounting(t, p)
-	if d := p.Drops(); d["runt"] != 1 {
+	run := forwardPcap(t, "mac", [][]byte{make([]byte, 60), make([]byte, 10), make([]byte, 60)})
+	if d := run.p.Drops(); d["runt"] != 1 {
 		t.Errorf("runt drops %d, want 1 (%v)", d["runt"], d)
 	}
-	p.Free()
-	if err := set.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if got := testenv.ReadPcap(t, out); len(got) != 2 {
+	if got := run.finish(t); len(got) != 2 {
 		t.Errorf("%d frames out, want 2", len(got))
 	}
 }

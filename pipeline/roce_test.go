@@ -35,22 +35,13 @@ func roceInput(t *testing.T) (frames [][]byte, badICRC int) {
 // unchanged, and the dataplane's counters equal inspect's on the input.
 func TestRoCEModeForwardsAndCountsLikeInspect(t *testing.T) {
 	frames, badIndex := roceInput(t)
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
-	testenv.WritePcap(t, in, frames)
-	cfg, set := openPorts(t, "roce", "net_pcap%d,rx_pcap="+in, "net_pcap%d,tx_pcap="+out)
-	p := newPipeline(t, cfg, set)
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitPackets(t, p, uint64(len(frames)))
-	p.Stop()
-	checkAccounting(t, p)
+	run := forwardPcap(t, "roce", frames)
+	p, set := run.p, run.set
 	if d := p.Drops(); d["bad_icrc"] != 1 || d["malformed"] != 0 || d["tx_full"] != 0 {
 		t.Errorf("drops %v, want one bad_icrc", d)
 	}
 
-	want, err := inspect.Summarize(in, inspect.Options{VerifyICRC: true, TCMap: roce.DefaultTCMap()})
+	want, err := inspect.Summarize(run.in, inspect.Options{VerifyICRC: true, TCMap: roce.DefaultTCMap()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +66,7 @@ func TestRoCEModeForwardsAndCountsLikeInspect(t *testing.T) {
 		}
 	}
 
-	p.Free()
-	if err := set.Close(); err != nil {
-		t.Fatal(err)
-	}
-	gotFrames := testenv.ReadPcap(t, out)
+	gotFrames := run.finish(t)
 	wantFrames := append(append([][]byte(nil), frames[:badIndex]...), frames[badIndex+1:]...)
 	if len(gotFrames) != len(wantFrames) {
 		t.Fatalf("%d frames out, want %d", len(gotFrames), len(wantFrames))
