@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	fsfix "roce-fwd/internal/fixture"
 )
 
 const (
@@ -26,15 +28,7 @@ type fixture struct {
 	nodes     []map[uint64]pages // index = node id
 }
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+var writeFile = fsfix.WriteFile
 
 func writePools(t *testing.T, dir string, pools map[uint64]pages) {
 	for kb, p := range pools {

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"roce-fwd/internal/fixture"
 )
 
 func TestParseCPUList(t *testing.T) {
@@ -71,15 +73,7 @@ type fixNode struct {
 	totalKB, freeKB uint64
 }
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+var writeFile = fixture.WriteFile
 
 // buildTree writes a sysfs fixture with the given NUMA nodes.
 func buildTree(t *testing.T, nodes []fixNode) string {

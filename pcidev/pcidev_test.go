@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"roce-fwd/internal/fixture"
 )
 
 type fixDev struct {
@@ -16,15 +18,7 @@ type fixDev struct {
 	virtio                      bool   // netdevs live under virtio0/net
 }
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
+var writeFile = fixture.WriteFile
 
 // buildTree lays devices out as sysfs does: the real directory under
 // sys/devices/pci0000:00, a symlink in sys/bus/pci/devices, and a driver
