@@ -15,15 +15,12 @@ const EtherTypeMACControl = 0x8808
 
 // Counters for one port (or one capture). Plain fields: one writer.
 type Counters struct {
-	Frames    uint64
-	Bytes     uint64
+	Bytes     uint64 // of every frame
 	RoCE      uint64
 	RoCEBytes uint64
 	Other     uint64 // well-formed frames that are not RoCEv2
-	IPv4      uint64 // RoCEv2 over IPv4
-	IPv6      uint64
+	IPv6      uint64 // RoCEv2 over IPv6
 	Opcodes   [256]uint64 // RoCEv2 frames by BTH opcode
-	CNPs      uint64
 	ECN       [4]uint64 // RoCEv2 frames by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE
 	ICRCOK    uint64
 	ICRCBad   uint64
@@ -33,9 +30,9 @@ type Counters struct {
 	TC        [8]uint64 // every frame by traffic class
 }
 
-// Add counts one classified frame of frameLen bytes.
+// Add counts one classified frame of frameLen bytes. It runs per packet,
+// so what can be derived (frames, IPv4, CNPs) is derived when read.
 func (c *Counters) Add(frame []byte, r *roce.Result, frameLen int) {
-	c.Frames++
 	c.Bytes += uint64(frameLen)
 	c.TC[r.TC&7]++
 	switch {
@@ -64,17 +61,21 @@ func (c *Counters) Add(frame []byte, r *roce.Result, frameLen int) {
 func (c *Counters) countRoCE(r *roce.Result, frameLen int) {
 	c.RoCE++
 	c.RoCEBytes += uint64(frameLen)
-	if r.IPVersion == 4 {
-		c.IPv4++
-	} else {
+	if r.IPVersion == 6 {
 		c.IPv6++
 	}
 	c.Opcodes[r.Opcode]++
 	c.ECN[r.ECN&3]++
-	if r.CNP {
-		c.CNPs++
-	}
 }
+
+// Frames is every frame counted: each is RoCEv2, other, or malformed.
+func (c *Counters) Frames() uint64 { return c.RoCE + c.Other + c.MalformedTotal() }
+
+// IPv4 is the RoCEv2 frames over IPv4.
+func (c *Counters) IPv4() uint64 { return c.RoCE - c.IPv6 }
+
+// CNPs is the RoCEv2 congestion notification packets (opcode 0x81).
+func (c *Counters) CNPs() uint64 { return c.Opcodes[roce.OpCNP] }
 
 // MalformedTotal is the number of malformed frames of any reason.
 func (c *Counters) MalformedTotal() uint64 {
@@ -87,17 +88,14 @@ func (c *Counters) MalformedTotal() uint64 {
 
 // Merge adds o into c.
 func (c *Counters) Merge(o *Counters) {
-	c.Frames += o.Frames
 	c.Bytes += o.Bytes
 	c.RoCE += o.RoCE
 	c.RoCEBytes += o.RoCEBytes
 	c.Other += o.Other
-	c.IPv4 += o.IPv4
 	c.IPv6 += o.IPv6
 	for i := range c.Opcodes {
 		c.Opcodes[i] += o.Opcodes[i]
 	}
-	c.CNPs += o.CNPs
 	for i := range c.ECN {
 		c.ECN[i] += o.ECN[i]
 	}

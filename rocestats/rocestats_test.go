@@ -28,7 +28,7 @@ func TestAddCountsTheDemoMix(t *testing.T) {
 			wantOther++
 		}
 	}
-	if c.Frames != uint64(len(frames)) || c.RoCE != wantRoCE || c.CNPs != wantCNP || c.Other != wantOther {
+	if c.Frames() != uint64(len(frames)) || c.RoCE != wantRoCE || c.CNPs() != wantCNP || c.Other != wantOther {
 		t.Errorf("counters %+v, want roce %d cnp %d other %d", c.Report(), wantRoCE, wantCNP, wantOther)
 	}
 	if c.ICRCOK != wantRoCE || c.ICRCBad != 0 || c.ECN[2] != wantRoCE {
@@ -48,7 +48,7 @@ func TestAddCountsTheDemoMix(t *testing.T) {
 	var twice Counters
 	twice.Merge(&c)
 	twice.Merge(&c)
-	if twice.Frames != 2*c.Frames || twice.Opcodes[4] != 2*c.Opcodes[4] || twice.TC != [8]uint64{2 * c.TC[0], 2 * c.TC[1], 2 * c.TC[2], 2 * c.TC[3], 2 * c.TC[4], 2 * c.TC[5], 2 * c.TC[6], 2 * c.TC[7]} {
+	if twice.Frames() != 2*c.Frames() || twice.Opcodes[4] != 2*c.Opcodes[4] || twice.TC != [8]uint64{2 * c.TC[0], 2 * c.TC[1], 2 * c.TC[2], 2 * c.TC[3], 2 * c.TC[4], 2 * c.TC[5], 2 * c.TC[6], 2 * c.TC[7]} {
 		t.Errorf("merge")
 	}
 }
