@@ -18,10 +18,10 @@ type Counters struct {
 	Bytes     uint64 // of every frame
 	RoCE      uint64
 	RoCEBytes uint64
-	Other     uint64 // well-formed frames that are not RoCEv2
-	IPv6      uint64 // RoCEv2 over IPv6
+	Other     uint64      // well-formed frames that are not RoCEv2
+	IPv6      uint64      // RoCEv2 over IPv6
 	Opcodes   [256]uint64 // RoCEv2 frames by BTH opcode
-	ECN       [4]uint64 // RoCEv2 frames by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE
+	ECN       [4]uint64   // RoCEv2 frames by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE
 	ICRCOK    uint64
 	ICRCBad   uint64
 	Malformed [roce.NumReasons]uint64 // by reason; ICRC failures are in ICRCBad
