@@ -31,11 +31,9 @@ const (
 	offDataLen    = 40
 	offVlanTCI    = 42
 	offHash       = 44
-	offFdirHi     = 48
 	offBufLen     = 54
 	offPool       = 56
 	offNext       = 64
-	flagRxFdirID  = uint64(1) << 13
 	mbufHeadroom  = C.RTE_PKTMBUF_HEADROOM
 )
 
@@ -58,11 +56,9 @@ func checkMbufLayout() error {
 		{"data_len", uintptr(l.data_len), offDataLen},
 		{"vlan_tci", uintptr(l.vlan_tci), offVlanTCI},
 		{"hash", uintptr(l.hash), offHash},
-		{"hash.fdir.hi", uintptr(l.fdir_hi), offFdirHi},
 		{"buf_len", uintptr(l.buf_len), offBufLen},
 		{"pool", uintptr(l.pool), offPool},
 		{"next", uintptr(l.next), offNext},
-		{"RTE_MBUF_F_RX_FDIR_ID", uintptr(l.fdir_id_flag), uintptr(flagRxFdirID)},
 	}
 	for _, w := range want {
 		if w.got != w.exp {
@@ -93,17 +89,3 @@ func (m *Mbuf) NbSegs() int { return int(*(*uint16)(m.at(offNbSegs))) }
 
 // Port is the input port the PMD recorded.
 func (m *Mbuf) Port() uint16 { return *(*uint16)(m.at(offPort)) }
-
-// Mark returns the flow mark a NIC rule set (rte_flow MARK), if any.
-func (m *Mbuf) Mark() (uint32, bool) {
-	if *(*uint64)(m.at(offOlFlags))&flagRxFdirID == 0 {
-		return 0, false
-	}
-	return *(*uint32)(m.at(offFdirHi)), true
-}
-
-// SetMark records a mark the way a NIC would, for software flow rules.
-func (m *Mbuf) SetMark(v uint32) {
-	*(*uint32)(m.at(offFdirHi)) = v
-	*(*uint64)(m.at(offOlFlags)) |= flagRxFdirID
-}

@@ -161,9 +161,6 @@ func (t *TxQueue) Push(m *Mbuf) {
 	t.n++
 }
 
-// Pending is the number of packets queued since the last Run.
-func (t *TxQueue) Pending() int { return t.n }
-
 // Sent and Dropped are cumulative counts kept by C; safe to read from any
 // goroutine while the worker runs.
 func (t *TxQueue) Sent() uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.c.sent))) }

@@ -170,28 +170,3 @@ func (s LcoreStats) CyclesPerPacket() float64 {
 	}
 	return float64(s.BusyCycles) / float64(s.Packets)
 }
-
-// EmptyShare is the fraction of polls that returned nothing.
-func (s LcoreStats) EmptyShare() float64 {
-	polls := s.Bursts + s.EmptyPolls
-	if polls == 0 {
-		return 0
-	}
-	return float64(s.EmptyPolls) / float64(polls)
-}
-
-// Sub returns the counts accumulated since an earlier snapshot.
-func (s LcoreStats) Sub(old LcoreStats) LcoreStats {
-	d := s
-	d.Packets -= old.Packets
-	d.Bursts -= old.Bursts
-	d.EmptyPolls -= old.EmptyPolls
-	d.BusyCycles -= old.BusyCycles
-	for i := range d.Hist {
-		d.Hist[i] -= old.Hist[i]
-	}
-	for i := range d.Drops {
-		d.Drops[i] -= old.Drops[i]
-	}
-	return d
-}

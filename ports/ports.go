@@ -43,13 +43,6 @@ type Set struct {
 	Pools map[int]*dpdk.Mempool
 }
 
-// Demand is how many mbufs the rings and caches on one socket can hold at
-// once: the smallest pool that can never run dry.
-type Demand struct {
-	Socket int
-	Mbufs  int
-}
-
 // MbufDemand counts, per socket, the mbufs rx rings, tx rings, worker
 // bursts and lcore caches can pin at the same time.
 func MbufDemand(cfg *config.Config, socketOf func(config.Port) int, workers, burst int) map[int]int {
@@ -69,8 +62,8 @@ func MbufDemand(cfg *config.Config, socketOf func(config.Port) int, workers, bur
 // is the number of worker lcores, for sizing the pools.
 func Open(cfg *config.Config, workers int) (*Set, error) {
 	s := &Set{Pools: map[int]*dpdk.Mempool{}}
-	for i, pc := range cfg.Ports {
-		p, err := probe(i, pc)
+	for _, pc := range cfg.Ports {
+		p, err := probe(pc)
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -114,7 +107,7 @@ func Open(cfg *config.Config, workers int) (*Set, error) {
 	return s, nil
 }
 
-func probe(index int, pc config.Port) (*Port, error) {
+func probe(pc config.Port) (*Port, error) {
 	devargs := pc.Vdev
 	if pc.PCI != "" {
 		devargs = pc.PCI
@@ -126,7 +119,7 @@ func probe(index int, pc config.Port) (*Port, error) {
 	if err != nil {
 		return nil, fmt.Errorf("port %s: cannot probe %q: %v%s", pc.Name, devargs, err, probeHint(pc))
 	}
-	p := &Port{Name: pc.Name, Index: index, Cfg: pc, ID: id}
+	p := &Port{Name: pc.Name, Cfg: pc, ID: id}
 	if p.Info, err = id.Info(); err != nil {
 		return nil, fmt.Errorf("port %s: %w", pc.Name, err)
 	}
@@ -308,16 +301,6 @@ func (s *Set) Close() error {
 func (s *Set) ByName(name string) (*Port, bool) {
 	for _, p := range s.Ports {
 		if p.Name == name {
-			return p, true
-		}
-	}
-	return nil, false
-}
-
-// ByID finds a port by its ethdev id.
-func (s *Set) ByID(id dpdk.Port) (*Port, bool) {
-	for _, p := range s.Ports {
-		if p.ID == id {
 			return p, true
 		}
 	}

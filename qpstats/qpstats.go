@@ -141,12 +141,6 @@ func New(n int, maxAgeNS int64) *Table {
 // v4mapped is the upper half of the low word of an IPv4-mapped address.
 const v4mapped = 0xffff << 32
 
-// KeyOf builds the flow key of a classified RoCE frame.
-func KeyOf(frame []byte, r *roce.Result) Key {
-	s0, s1, d0, d1 := addrWords(frame, r)
-	return Key{Src: [2]uint64{s0, s1}, Dst: [2]uint64{d0, d1}, QP: r.DestQP}
-}
-
 // addrWords reads the addresses as words. The data path keeps them in
 // registers: building a Key on the stack and copying it costs a
 // store-forwarding stall per packet (measured: a third of Observe).
