@@ -20,6 +20,7 @@ type Spec struct {
 	Workers   []WorkerSpec
 	Ports     map[uint16]PortSpec
 	RoCE      RoCESpec // for ModeRoCE
+	QoS       *QoSSpec // for ModeRoCE; nil: no egress QoS, packets go straight to tx
 }
 
 // RoCESpec configures the "roce" stage.
@@ -70,22 +71,54 @@ func New(spec Spec) (*Pipeline, error) {
 	if len(spec.Workers) == 0 {
 		return nil, errors.New("no worker lcores")
 	}
+	if spec.QoS != nil && spec.Mode != ModeRoCE {
+		return nil, errors.New("egress QoS needs the roce mode's classifier")
+	}
 	nextTxq := map[uint16]int{} // per port: next free tx queue
 	p := &Pipeline{Spec: spec}
-	for _, ws := range spec.Workers {
+	// Per port, what every worker shares: the pause board and the PFC
+	// account. The first worker polling a port sends its PFC frames, so
+	// it needs a tx queue on the port even if it forwards elsewhere.
+	shared := map[uint16]*portShared{}
+	pfcOwner := map[uint16]int{} // port -> index in spec.Workers
+	if spec.QoS != nil {
+		for id := range spec.Ports {
+			shared[id] = &portShared{}
+		}
+		for wi, ws := range spec.Workers {
+			for _, rx := range ws.Rx {
+				if _, ok := pfcOwner[rx.Port]; !ok {
+					pfcOwner[rx.Port] = wi
+				}
+			}
+		}
+	}
+	for wi, ws := range spec.Workers {
 		if len(ws.Rx) == 0 {
 			continue // an idle lcore; placement already warned
 		}
 		var dests []uint16
 		txIndex := map[uint16]int{}
+		addDest := func(d uint16) {
+			if _, ok := txIndex[d]; !ok {
+				txIndex[d] = len(dests)
+				dests = append(dests, d)
+			}
+		}
 		for _, rx := range ws.Rx {
-			if _, ok := txIndex[rx.To]; !ok {
-				txIndex[rx.To] = len(dests)
-				dests = append(dests, rx.To)
+			addDest(rx.To)
+		}
+		w := &Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, clock: newTSCClock()}
+		if spec.QoS != nil {
+			for _, rx := range ws.Rx {
+				if pfcOwner[rx.Port] == wi && spec.QoS.Ports[rx.Port].SoftwarePFC {
+					shared[rx.Port].owner = w
+					addDest(rx.Port)
+				}
 			}
 		}
 		targets := make([]dpdk.Queue, len(dests))
-		w := &Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, macHdr: make([][12]byte, len(dests))}
+		w.macHdr = make([][12]byte, len(dests))
 		if spec.Mode == ModeRoCE {
 			w.initRoCE(&spec.RoCE, len(ws.Rx))
 		}
@@ -117,6 +150,12 @@ func New(spec Spec) (*Pipeline, error) {
 		}
 		w.step = step
 		p.Workers = append(p.Workers, w)
+		if spec.QoS != nil {
+			if err := w.initQoS(spec.QoS, shared, targets, spec.Burst*max(spec.MaxBursts, 1)*len(rxs)); err != nil {
+				p.Free()
+				return nil, fmt.Errorf("lcore %d: %w", ws.Lcore, err)
+			}
+		}
 	}
 	if len(p.Workers) == 0 {
 		return nil, errors.New("no worker has an rx queue to poll: check [[forward]]")
@@ -163,6 +202,9 @@ func (p *Pipeline) Running() bool { return p.running }
 // Free releases the workers' DPDK memory; the pipeline must be stopped.
 func (p *Pipeline) Free() {
 	for _, w := range p.Workers {
+		if w.qs != nil {
+			w.qs.free()
+		}
 		if w.step != nil {
 			w.step.Free()
 		}

@@ -48,7 +48,7 @@ func quoteAll(ss []string) string {
 	return strings.Join(q, ", ")
 }
 
-func newPipeline(t *testing.T, cfg *config.Config, set *ports.Set) *Pipeline {
+func newPipeline(t *testing.T, cfg *config.Config, set *ports.Set, tune ...func(*Spec)) *Pipeline {
 	t.Helper()
 	mode, err := ParseMode(cfg.Pipeline.Mode)
 	if err != nil {
@@ -63,6 +63,12 @@ func newPipeline(t *testing.T, cfg *config.Config, set *ports.Set) *Pipeline {
 	to := set.Ports[len(set.Ports)-1]
 	spec.Workers = []WorkerSpec{{Lcore: dpdk.WorkerLcores()[0], Socket: from.Socket,
 		Rx: []RxSpec{{Port: uint16(from.ID), Queue: 0, To: uint16(to.ID)}}}}
+	for _, f := range tune {
+		f(&spec)
+	}
+	if spec.QoS != nil && spec.QoS.Pools == nil {
+		spec.QoS.Pools = set.Pools
+	}
 	p, err := New(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -90,10 +96,10 @@ func waitPackets(t *testing.T, p *Pipeline, n uint64) {
 }
 
 // checkAccounting asserts that every packet a worker received was either
-// accepted by a PMD or counted under a drop reason.
+// accepted by a PMD, counted under a drop reason, or is still queued.
 func checkAccounting(t *testing.T, p *Pipeline) {
 	t.Helper()
-	var in, out, dropped uint64
+	in, out, dropped := p.Generated(), uint64(0), p.Queued()
 	for _, w := range p.Workers {
 		s := w.Stats()
 		in += s.Packets
@@ -105,29 +111,45 @@ func checkAccounting(t *testing.T, p *Pipeline) {
 		}
 	}
 	if in != out+dropped {
-		t.Errorf("received %d, sent %d, dropped %d: %d packets unaccounted for", in, out, dropped, in-out-dropped)
+		t.Errorf("received %d (and generated), sent %d, dropped or queued %d: %d packets unaccounted for", in, out, dropped, in-out-dropped)
 	}
 }
 
 // pcapRun is a pipeline that forwarded a pcap file between two net_pcap
 // ports and has stopped; finish closes it and returns what came out.
 type pcapRun struct {
-	p   *Pipeline
-	set *ports.Set
-	in  string
-	out string
+	p    *Pipeline
+	set  *ports.Set
+	in   string
+	out  string
+	back string // what the pipeline sent out of the input port (PFC frames)
 }
 
 // forwardPcap runs frames through the pipeline in mode from a pcap rx port
 // to a pcap tx port, until the workers have handled them all.
-func forwardPcap(t *testing.T, mode string, frames [][]byte) *pcapRun {
+func forwardPcap(t *testing.T, mode string, frames [][]byte, tune ...func(*Spec)) *pcapRun {
+	t.Helper()
+	dir := t.TempDir()
+	r := &pcapRun{in: filepath.Join(dir, "in.pcap"), out: filepath.Join(dir, "out.pcap"), back: filepath.Join(dir, "back.pcap")}
+	return r.run(t, mode, frames, tune, "net_pcap%d,rx_pcap="+r.in+",tx_pcap="+r.back, "net_pcap%d,tx_pcap="+r.out)
+}
+
+// forwardLoop is forwardPcap through a single port that sends back out of
+// itself what it receives.
+func forwardLoop(t *testing.T, frames [][]byte, tune ...func(*Spec)) *pcapRun {
 	t.Helper()
 	dir := t.TempDir()
 	r := &pcapRun{in: filepath.Join(dir, "in.pcap"), out: filepath.Join(dir, "out.pcap")}
+	r.back = r.out
+	return r.run(t, "roce", frames, tune, "net_pcap%d,rx_pcap="+r.in+",tx_pcap="+r.out)
+}
+
+func (r *pcapRun) run(t *testing.T, mode string, frames [][]byte, tune []func(*Spec), vdevs ...string) *pcapRun {
+	t.Helper()
 	testenv.WritePcap(t, r.in, frames)
 	var cfg *config.Config
-	cfg, r.set = openPorts(t, mode, "net_pcap%d,rx_pcap="+r.in, "net_pcap%d,tx_pcap="+r.out)
-	r.p = newPipeline(t, cfg, r.set)
+	cfg, r.set = openPorts(t, mode, vdevs...)
+	r.p = newPipeline(t, cfg, r.set, tune...)
 	if err := r.p.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,6 @@ type roceStage struct {
 	pub           []rocestats.Counters // published copy (snapshot handshake)
 	qp            *qpstats.Table
 	qpSnap        qpSnapshot
-	clock         tscClock
-	now           int64 // unix ns at the start of the current poll
 }
 
 func (w *Worker) initRoCE(spec *RoCESpec, rxQueues int) {
@@ -36,7 +34,6 @@ func (w *Worker) initRoCE(spec *RoCESpec, rxQueues int) {
 		dropMalformed: spec.DropMalformed,
 		ports:         make([]rocestats.Counters, rxQueues),
 		pub:           make([]rocestats.Counters, rxQueues),
-		clock:         newTSCClock(),
 	}
 	if spec.QPTable > 0 {
 		rs.qp = qpstats.New(spec.QPTable, spec.QPMaxAge.Nanoseconds())
@@ -45,11 +42,14 @@ func (w *Worker) initRoCE(spec *RoCESpec, rxQueues int) {
 	w.rs = rs
 }
 
-// roceBurst classifies, counts and forwards one rx queue's burst.
-func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, txq *dpdk.TxQueue) {
+// roceBurst classifies, counts and forwards one rx queue's burst: into
+// the egress port's QoS queues when the QoS stage is on, else straight to
+// its tx queue. PFC and PAUSE frames are consumed.
+func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 	rs := w.rs
 	st := &rs.ports[i]
 	r := &rs.res
+	txq := &w.step.Txq[tx]
 	for _, m := range pkts {
 		frame := m.Data()
 		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
@@ -58,7 +58,7 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, txq *dpdk.TxQueue) {
 		if r.Err != roce.ReasonNone {
 			if r.Err == roce.ErrBadICRC {
 				if rs.qp != nil {
-					rs.qp.Observe(frame, r, n, rs.now)
+					rs.qp.Observe(frame, r, n, w.now)
 				}
 				if rs.dropBadICRC {
 					w.step.Drop(m)
@@ -70,8 +70,17 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, txq *dpdk.TxQueue) {
 				w.c.drops[DropMalformed]++
 				continue
 			}
-		} else if r.RoCE && rs.qp != nil {
-			rs.qp.Observe(frame, r, n, rs.now)
+		} else if r.RoCE {
+			if rs.qp != nil {
+				rs.qp.Observe(frame, r, n, w.now)
+			}
+		} else if r.EtherType == rocestats.EtherTypeMACControl {
+			w.consumeMAC(i, m, frame, w.now)
+			continue
+		}
+		if w.qs != nil {
+			w.qosEnqueue(i, tx, m, frame, r, n)
+			continue
 		}
 		txq.Push(m)
 	}

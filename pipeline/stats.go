@@ -15,18 +15,30 @@ import (
 type Reason uint8
 
 const (
-	DropTxFull    Reason = iota // the PMD took no more after every retry
-	DropRunt                    // too short for an Ethernet header ("mac" mode rewrites it)
-	DropBadICRC                 // RoCEv2 frame whose ICRC is wrong ([roce] bad_icrc = "drop")
-	DropMalformed               // frame the classifier rejects ([roce] malformed = "drop")
+	DropTxFull           Reason = iota // the PMD took no more after every retry
+	DropRunt                           // too short for an Ethernet header ("mac" mode rewrites it)
+	DropBadICRC                        // RoCEv2 frame whose ICRC is wrong ([roce] bad_icrc = "drop")
+	DropMalformed                      // frame the classifier rejects ([roce] malformed = "drop")
+	DropMACControl                     // 802.3x PAUSE / 802.1Qbb PFC frame: consumed by the port, never forwarded
+	DropQoSTail                        // a lossy TC queue was at its byte limit (or out of slots)
+	DropQoSWRED                        // WRED dropped a Not-ECT packet of a lossy TC
+	DropPFCWatchdog                    // the PFC watchdog (action drop) flushed or refused it during a storm
+	DropLosslessOverflow               // a lossless TC queue was full: PFC did not hold the sender back
+	DropStopDiscard                    // still queued when a stopping worker's drain time ran out
 	NumReasons
 )
 
 var reasonNames = [NumReasons]string{
-	DropTxFull:    "tx_full",
-	DropRunt:      "runt",
-	DropBadICRC:   "bad_icrc",
-	DropMalformed: "malformed",
+	DropTxFull:           "tx_full",
+	DropRunt:             "runt",
+	DropBadICRC:          "bad_icrc",
+	DropMalformed:        "malformed",
+	DropMACControl:       "mac_control",
+	DropQoSTail:          "qos_tail",
+	DropQoSWRED:          "qos_wred",
+	DropPFCWatchdog:      "pfc_watchdog",
+	DropLosslessOverflow: "lossless_overflow",
+	DropStopDiscard:      "stop_discard",
 }
 
 func (r Reason) String() string {
@@ -104,6 +116,9 @@ func (w *Worker) serveSnapshot() {
 		w.snap.pub = w.c
 		if w.rs != nil {
 			copy(w.rs.pub, w.rs.ports)
+		}
+		if w.qs != nil {
+			w.qs.publish(w.now)
 		}
 		w.snap.ack.Store(r)
 	}

@@ -83,6 +83,9 @@ type Worker struct {
 	_        [64]byte
 	snap     snapshot
 	rs       *roceStage // ModeRoCE only
+	qs       *qosStage  // ModeRoCE with QoS only
+	clock    tscClock
+	now      int64 // unix ns at the start of the current poll (roce mode)
 }
 
 // Poll is one step of the loop: a burst in from every rx queue of the
@@ -97,8 +100,8 @@ func (w *Worker) Poll() int {
 		w.c.busyCycles += tsc - w.lastTSC
 	}
 	w.lastTSC, w.lastBusy = tsc, total > 0
-	if w.rs != nil && total > 0 {
-		w.rs.now = w.rs.clock.ns(tsc)
+	if w.qs != nil || (w.rs != nil && total > 0) {
+		w.now = w.clock.ns(tsc)
 	}
 
 	for i := range w.rx {
@@ -110,14 +113,19 @@ func (w *Worker) Poll() int {
 			continue
 		}
 		w.c.bursts++
-		txq := &w.step.Txq[w.rx[i].tx]
+		tx := w.rx[i].tx
+		txq := &w.step.Txq[tx]
 		switch w.mode {
 		case ModeIO:
 			for _, m := range pkts {
+				if isMACControl(m.Data()) {
+					w.consumeMAC(i, m, nil, 0)
+					continue
+				}
 				txq.Push(m)
 			}
 		case ModeMAC:
-			hdr := &w.macHdr[w.rx[i].tx]
+			hdr := &w.macHdr[tx]
 			runts := uint64(0)
 			for _, m := range pkts {
 				d := m.Data()
@@ -126,16 +134,30 @@ func (w *Worker) Poll() int {
 					runts++
 					continue
 				}
+				if isMACControl(d) {
+					w.consumeMAC(i, m, nil, 0)
+					continue
+				}
 				copy(d[:12], hdr[:])
 				txq.Push(m)
 			}
 			w.c.drops[DropRunt] += runts
 		case ModeRoCE:
-			w.roceBurst(i, pkts, txq)
+			w.roceBurst(i, pkts, tx)
 		}
 	}
 	w.c.packets += uint64(total)
+	if w.qs != nil {
+		w.qosTx(w.now)
+	}
 	return total
+}
+
+// isMACControl spots 802.3x PAUSE and 802.1Qbb PFC frames (EtherType
+// 0x8808, never VLAN-tagged): they are for this port's MAC, not to be
+// forwarded, in every mode.
+func isMACControl(d []byte) bool {
+	return len(d) >= 14 && d[12] == 0x88 && d[13] == 0x08
 }
 
 // Loop polls until Stop, then transmits what is still queued.
@@ -144,6 +166,9 @@ func (w *Worker) Loop() {
 	for !w.stop.Load() {
 		w.Poll()
 		w.serveSnapshot()
+	}
+	if w.qs != nil {
+		w.drainQoS()
 	}
 	w.step.Flush()
 	w.looping.Store(false)

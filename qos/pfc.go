@@ -137,6 +137,31 @@ func (r *PFCRx) ReceivePause(now int64, quanta uint16) {
 }
 
 func (r *PFCRx) apply(now int64, p int, quanta uint16) {
+	until := now
+	if quanta != 0 {
+		until = now + PauseNanos(quanta, r.speed)
+	}
+	r.setUntil(now, p, until)
+}
+
+// Mirror applies a frame another receiver already decoded: priority prio
+// was named by a frame at time at and is paused until until (until <= at
+// is an XON). A port whose frames arrive on one worker lcore and whose
+// egress queues live on others keeps one PFCRx per egress and mirrors the
+// receiving one's decisions into them. Frame counters are not touched.
+func (r *PFCRx) Mirror(at int64, prio uint8, until int64) {
+	r.setUntil(at, int(prio&7), max(until, at))
+	r.retally()
+}
+
+// Until is when priority prio's pause ends (at or before the last frame
+// time when it is not paused).
+func (r *PFCRx) Until(prio uint8) int64 { return r.until[prio&7] }
+
+// Speed is the link speed pause quanta are timed at, in bits/s.
+func (r *PFCRx) Speed() uint64 { return r.speed }
+
+func (r *PFCRx) setUntil(now int64, p int, until int64) {
 	bit := uint8(1) << p
 	r.lastFrame[p] = now
 	r.seen |= bit
@@ -145,7 +170,7 @@ func (r *PFCRx) apply(now int64, p int, quanta uint16) {
 		r.pausedNs[p] += r.until[p] - r.from[p]
 		r.open &^= bit
 	}
-	if quanta == 0 {
+	if until <= now {
 		if r.open&bit != 0 {
 			r.pausedNs[p] += now - r.from[p]
 			r.open &^= bit
@@ -157,7 +182,7 @@ func (r *PFCRx) apply(now int64, p int, quanta uint16) {
 		r.from[p] = now
 		r.open |= bit
 	}
-	r.until[p] = now + PauseNanos(quanta, r.speed)
+	r.until[p] = until
 }
 
 // retally recomputes the per-TC view; frames are rare, so 8 steps each
@@ -317,6 +342,13 @@ func (t *PFCTx) Sub(prio uint8, n uint32) {
 	}
 	t.bytes[p] -= uint64(n)
 }
+
+// Set replaces what priority prio holds, for a caller that sums the
+// bytes of several worker lcores itself.
+func (t *PFCTx) Set(prio uint8, n uint64) { t.bytes[prio&7] = n }
+
+// Enabled has bit n set for each priority PFC is generated for.
+func (t *PFCTx) Enabled() uint8 { return t.enable }
 
 // Bytes is what priority prio currently holds in egress queues.
 func (t *PFCTx) Bytes(prio uint8) uint64 { return t.bytes[prio&7] }

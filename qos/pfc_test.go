@@ -268,3 +268,45 @@ func TestPFCAllocs(t *testing.T) {
 		t.Errorf("PFC rx/tx: %v allocs/op", n)
 	}
 }
+
+// A mirror fed with the receiver's decisions pauses, resumes and accounts
+// paused time exactly as the receiver does.
+func TestPFCRxMirror(t *testing.T) {
+	src, _ := NewPFCRx(25e9, nil)
+	dst, _ := NewPFCRx(25e9, nil)
+	type ev struct {
+		at int64
+		ce uint8
+		q  [8]uint16
+	}
+	evs := []ev{
+		{1000, 1 << 3, [8]uint16{3: 0xFFFF}},
+		{500_000, 1<<3 | 1<<4, [8]uint16{3: 100, 4: 0xFFFF}},
+		{700_000, 1 << 4, [8]uint16{}}, // XON
+		{900_000, 0xFF, [8]uint16{0xFFFF, 1, 2, 3, 4, 5, 6, 7}},
+	}
+	for _, e := range evs {
+		src.Receive(e.at, pfcFrame(t, e.ce, e.q))
+		for p := range uint8(8) {
+			if e.ce&(1<<p) != 0 {
+				dst.Mirror(e.at, p, src.Until(p))
+			}
+		}
+		for _, now := range []int64{e.at, e.at + 1000, e.at + 150_000} {
+			if a, b := src.PausedMask(now), dst.PausedMask(now); a != b {
+				t.Fatalf("at %d: mirror paused %08b, receiver %08b", now, b, a)
+			}
+		}
+	}
+	for p := range uint8(8) {
+		if a, b := src.PausedNanos(p, 5_000_000), dst.PausedNanos(p, 5_000_000); a != b {
+			t.Errorf("priority %d: mirror paused %d ns, receiver %d ns", p, b, a)
+		}
+		if src.Stats().Frames[p] == 0 && p == 3 {
+			t.Error("receiver counted no frames")
+		}
+	}
+	if dst.Stats().Frames != [8]uint64{} {
+		t.Error("mirror counted frames it did not receive")
+	}
+}

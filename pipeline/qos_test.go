@@ -1,0 +1,229 @@
+package pipeline
+
+import (
+	"testing"
+
+	"roce-fwd/inspect"
+	"roce-fwd/internal/testenv"
+	"roce-fwd/qos"
+	"roce-fwd/roce"
+)
+
+// Traffic for the QoS tests, one flow per kind, told apart by QP.
+const (
+	qpECT    = 0x100 // DSCP 26 (TC3, lossless), ECT(0): may be marked CE
+	qpNotECT = 0x101 // DSCP 26, Not-ECT: never marked, never dropped by WRED (lossless)
+	qpCNP    = 0x102 // CNP, DSCP 48 (TC6, strict)
+	qpLossy  = 0x103 // DSCP 0 (TC0, lossy), Not-ECT
+)
+
+func qosFrame(t *testing.T, qp uint32, psn uint32, payload int) []byte {
+	t.Helper()
+	s := roce.FrameSpec{Src: roce.MAC{2, 0, 0, 0, 0, 0xa}, Dst: roce.MAC{2, 0, 0, 0, 0, 0xb},
+		BTH:     roce.BTHFields{Opcode: roce.OpRC | roce.OpWriteOnly, DestQP: qp, PSN: psn, PKey: 0xffff},
+		Ext:     roce.ExtFields{VA: 0x1000, RKey: 7, DMALength: uint32(payload)},
+		Payload: make([]byte, payload)}
+	switch qp {
+	case qpECT:
+		s.DSCP, s.ECN = 26, roce.ECNECT0
+	case qpNotECT:
+		s.DSCP = 26
+	case qpCNP:
+		s.DSCP = 48
+		s.BTH = roce.BTHFields{Opcode: roce.OpCNP, DestQP: qp, PSN: psn, PKey: 0xffff, BECN: true}
+		s.Ext = roce.ExtFields{}
+		s.Payload = make([]byte, 16)
+	}
+	f, err := s.Append(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// withQoS turns the QoS stage on with cfg on every port, PFC timed at
+// 10 Gbps, software PFC.
+func withQoS(cfg qos.Config) func(*Spec) {
+	return func(s *Spec) {
+		q := &QoSSpec{Ports: map[uint16]QoSPort{}}
+		for id := range s.Ports {
+			q.Ports[id] = QoSPort{Config: cfg, Speed: 10e9, SoftwarePFC: true, MAC: roce.MAC{2, 0, 0, 0, 0, byte(id)}, Mode: "software"}
+		}
+		s.QoS = q
+	}
+}
+
+// decoded is what the tests need of a forwarded frame.
+type decoded struct {
+	qp, psn uint32
+	ecn     uint8
+}
+
+func decode(t *testing.T, frames [][]byte) []decoded {
+	t.Helper()
+	var out []decoded
+	var r roce.Result
+	for i, f := range frames {
+		roce.Classify(f, nil, false, &r)
+		if !r.RoCE {
+			t.Fatalf("frame %d out is not RoCEv2: %x", i, f)
+		}
+		out = append(out, decoded{r.DestQP, r.PSN, r.ECN})
+	}
+	return out
+}
+
+// The egress of a port shaped far below the input rate: queues build,
+// WRED-ECN marks only ECT packets, the strict TC's CNPs all get through,
+// the small lossy queue tail-drops, PFC pauses the sender of the lossless
+// TC and resumes it once drained, and every RoCE frame out still has a
+// valid ICRC.
+func TestQoSShapedEgress(t *testing.T) {
+	cfg := qos.NVIDIARoCE()
+	cfg.Rate = 50e6 // 50 Mbit/s: the 1.1 MB below drains in about 180 ms
+	cfg.TC[3].ECN = qos.ECN{Min: 20_000, Max: 200_000, Probability: 0.5}
+	cfg.TC[0].Limit = 20_000
+	cfg.PFC = qos.PFCConfig{Xoff: 300_000, Xon: 100_000}
+	var frames [][]byte
+	kinds := []uint32{qpECT, qpECT, qpECT, qpECT, qpECT, qpECT, qpNotECT, qpNotECT, qpCNP, qpLossy}
+	for i := range 1000 {
+		frames = append(frames, qosFrame(t, kinds[i%len(kinds)], uint32(i), 1024))
+	}
+	run := forwardPcap(t, "roce", frames, withQoS(cfg))
+	p := run.p
+	drops := p.Drops()
+	tcs, pfc := p.QoS()
+	outID := uint16(run.set.Ports[1].ID)
+	inID := uint16(run.set.Ports[0].ID)
+	got := run.finish(t)
+
+	// The output pcap's RoCE frames all pass ICRC verification.
+	sum, err := inspect.Summarize(run.out, inspect.Options{VerifyICRC: true, TCMap: cfg.TCMap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Counters.ICRCBad != 0 || sum.Counters.ICRCOK != uint64(len(got)) {
+		t.Errorf("ICRC of the output: %d ok, %d bad, of %d frames", sum.Counters.ICRCOK, sum.Counters.ICRCBad, len(got))
+	}
+	var ce, cnps, lossy, tc3 int
+	for _, d := range decode(t, got) {
+		sent := frames[d.psn]
+		if d.ecn == roce.ECNCE {
+			ce++
+			if d.qp != qpECT {
+				t.Fatalf("QP %#x PSN %d (sent with ECN %d) came out CE", d.qp, d.psn, sent[15]&3)
+			}
+		}
+		switch d.qp {
+		case qpCNP:
+			cnps++
+		case qpLossy:
+			lossy++
+		default:
+			tc3++
+		}
+	}
+	if cnps != 100 {
+		t.Errorf("%d of 100 CNPs came out", cnps)
+	}
+	if tc3 != 800 {
+		t.Errorf("%d of 800 lossless TC3 frames came out", tc3)
+	}
+	if lossy == 100 || drops["qos_tail"] != uint64(100-lossy) {
+		t.Errorf("%d of 100 lossy frames out, qos_tail drops %d: the 20 kB queue should have dropped the rest", lossy, drops["qos_tail"])
+	}
+	if ce == 0 {
+		t.Error("no packet was marked CE though the queue grew past the ECN range")
+	}
+	tc := tcs[outID]
+	if len(tc) != 8 {
+		t.Fatalf("qos stats for port %d: %+v", outID, tcs)
+	}
+	if tc[3].ECNMarked != uint64(ce) || tc[3].TxPackets != 800 || tc[3].MaxDepthBytes < 200_000 {
+		t.Errorf("TC3 stats %+v: want %d marked, 800 sent, depth past the ECN max", tc[3], ce)
+	}
+	if tc[6].TxPackets != 100 || tc[6].Dropped != (QoSDrops{}) {
+		t.Errorf("TC6 (CNP) stats %+v", tc[6])
+	}
+	if tc[0].Dropped.Tail != drops["qos_tail"] {
+		t.Errorf("TC0 tail drops %d, pipeline counted %d", tc[0].Dropped.Tail, drops["qos_tail"])
+	}
+
+	// PFC: the input port's partner got XOFF for priority 3 when TC3
+	// held more than 300 kB, and XON after the drain.
+	back := readBack(t, run.back)
+	var xoff, xon int
+	for _, f := range back {
+		ceMask, q, ok := roce.ParsePFC(f)
+		if !ok || ceMask != 1<<3 {
+			t.Fatalf("sent back a frame that is not PFC for priority 3: %x", f)
+		}
+		if q[3] != 0 {
+			xoff++
+		} else {
+			xon++
+		}
+	}
+	if xoff == 0 || xon != 1 || len(back) == 0 || !isXON(back[len(back)-1]) {
+		t.Errorf("PFC frames sent to the input port: %d XOFF, %d XON (want some XOFF then one XON last)", xoff, xon)
+	}
+	if pp := pfc[inID]; pp == nil || pp.TxXOFF[3] != uint64(xoff) || pp.TxXON[3] != 1 {
+		t.Errorf("PFC stats of the input port %+v, want %d XOFF and 1 XON on priority 3", pfc[inID], xoff)
+	}
+}
+
+func isXON(f []byte) bool {
+	_, q, ok := roce.ParsePFC(f)
+	return ok && q[3] == 0
+}
+
+func readBack(t *testing.T, path string) [][]byte {
+	t.Helper()
+	return testenv.ReadPcap(t, path)
+}
+
+// A PFC frame received on the egress port pauses the matching TC for
+// quanta × 512 bit times: the TC3 frames queued behind it wait while the
+// strict TC's CNPs, which arrived after them, go first; the PFC frame is
+// consumed, not forwarded.
+func TestQoSInjectedPFCPausesTC(t *testing.T) {
+	cfg := qos.NVIDIARoCE()
+	var frames [][]byte
+	pfc := make([]byte, 60)
+	if _, err := roce.BuildPFC(pfc, roce.MAC{2, 0, 0, 0, 0, 0xee}, 1<<3, [8]uint16{3: 0xFFFF}); err != nil {
+		t.Fatal(err)
+	}
+	frames = append(frames, pfc)
+	for i := range 50 {
+		frames = append(frames, qosFrame(t, qpECT, uint32(i), 256))
+	}
+	for i := range 10 {
+		frames = append(frames, qosFrame(t, qpCNP, uint32(100+i), 0))
+	}
+	// The frames come in on port 0 and leave on port 1: the pause must
+	// reach port 1's egress, so the PFC frame is received on port 1. A
+	// single pcap rx port feeds both here: port 1 forwards to itself.
+	run := forwardLoop(t, frames, withQoS(cfg))
+	p := run.p
+	drops := p.Drops()
+	_, pfcStats := p.QoS()
+	portID := uint16(run.set.Ports[0].ID)
+	got := run.finish(t)
+	if drops["mac_control"] != 1 {
+		t.Errorf("mac_control drops %d, want the 1 PFC frame (drops %v)", drops["mac_control"], drops)
+	}
+	out := decode(t, got)
+	if len(out) != 60 {
+		t.Fatalf("%d frames out, want 60", len(out))
+	}
+	for i, d := range out[:10] {
+		if d.qp != qpCNP {
+			t.Fatalf("frame %d out is QP %#x: the CNPs should pass the paused TC3 frames", i, d.qp)
+		}
+	}
+	st := pfcStats[portID]
+	want := qos.PauseNanos(0xFFFF, 10e9)
+	if st == nil || st.RxFrames[3] != 1 || st.RxXOFF[3] != 1 || st.PausedNs[3] != want {
+		t.Errorf("PFC stats %+v: want 1 XOFF on priority 3 and %d ns paused", st, want)
+	}
+}

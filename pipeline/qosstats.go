@@ -1,0 +1,223 @@
+package pipeline
+
+import (
+	"sort"
+
+	"roce-fwd/qos"
+)
+
+// egressStats is a copy of one worker's counters of one egress port.
+type egressStats struct {
+	port      uint16
+	tc        [qos.NumTC]qos.TCStats
+	wdFlushed [qos.NumTC]uint64
+	wd        [qos.NumTC]qos.WDStats
+	paused    [qos.NumTC]int64 // ns each TC spent paused
+	depth     [qos.NumTC]uint64
+	packets   int
+}
+
+// ingressStats is a copy of one worker's PFC counters of a port it
+// receives from.
+type ingressStats struct {
+	port         uint16
+	rx           qos.PFCRxStats
+	paused       [qos.NumTC]int64 // ns per priority the partner paused us
+	tx           qos.PFCTxStats
+	owner        bool
+	sent, failed uint64
+}
+
+// publish copies the worker's QoS counters; the worker calls it (from
+// serveSnapshot) or the control plane does when the worker is stopped.
+func (qs *qosStage) publish(now int64) {
+	for i := range qs.eg {
+		e := &qs.eg[i]
+		p := &qs.pub[i]
+		p.port = e.port
+		for tc := range uint8(qos.NumTC) {
+			p.tc[tc] = e.sched.Stats(tc)
+			p.wd[tc] = e.wd.Stats(tc)
+			p.paused[tc] = e.rx.PausedNanos(e.tcToPrio[tc], now)
+			p.depth[tc] = e.sched.Queue(tc).Bytes()
+		}
+		p.wdFlushed = e.wdFlushed
+		_, p.packets = e.sched.Backlog()
+	}
+	for j := range qs.in {
+		in := &qs.in[j]
+		p := &qs.pubIn[j]
+		p.port = in.port
+		p.rx = in.rx.Stats()
+		for prio := range uint8(qos.NumTC) {
+			p.paused[prio] = in.rx.PausedNanos(prio, now)
+		}
+		p.owner = in.pfcTx != nil
+		if p.owner {
+			p.tx = in.pfcTx.Stats()
+		}
+		p.sent, p.failed = in.sent, in.failed
+	}
+}
+
+// TCQoS is one traffic class of one egress port, summed over workers.
+type TCQoS struct {
+	TC              int      `json:"tc"`
+	EnqueuedPackets uint64   `json:"enqueued_packets"`
+	EnqueuedBytes   uint64   `json:"enqueued_bytes"`
+	TxPackets       uint64   `json:"tx_packets"`
+	TxBytes         uint64   `json:"tx_bytes"`
+	ECNMarked       uint64   `json:"ecn_marked"`
+	Dropped         QoSDrops `json:"dropped"`
+	MaxDepthBytes   uint64   `json:"max_depth_bytes"`
+	DepthBytes      uint64   `json:"depth_bytes"`
+	PausedNs        int64    `json:"paused_ns"`
+}
+
+// QoSDrops are a TC's drops by reason.
+type QoSDrops struct {
+	Tail             uint64 `json:"tail"`
+	WRED             uint64 `json:"wred"`
+	Watchdog         uint64 `json:"watchdog"`
+	LosslessOverflow uint64 `json:"lossless_overflow"`
+}
+
+// PortPFC is a port's flow control: what its link partner sent it, what
+// roce-fwd sent the partner, and the watchdog of its egress queues.
+type PortPFC struct {
+	Mode     string              `json:"mode"`
+	RxFrames [qos.NumTC]uint64   `json:"rx_frames"` // PFC frames naming each priority
+	RxXOFF   [qos.NumTC]uint64   `json:"rx_xoff"`
+	RxXON    [qos.NumTC]uint64   `json:"rx_xon"`
+	RxPause  uint64              `json:"rx_pause"` // 802.3x PAUSE frames
+	PausedNs [qos.NumTC]int64    `json:"paused_ns"`
+	TxXOFF   [qos.NumTC]uint64   `json:"tx_xoff"`
+	TxXON    [qos.NumTC]uint64   `json:"tx_xon"`
+	TxFrames uint64              `json:"tx_frames"`
+	TxFailed uint64              `json:"tx_failed"` // frames that found no mbuf or tx room
+	Watchdog [qos.NumTC]Watchdog `json:"watchdog"`
+}
+
+// Watchdog is one TC's PFC watchdog.
+type Watchdog struct {
+	StormsDetected uint64 `json:"storms_detected"`
+	StormsRestored uint64 `json:"storms_restored"`
+	Dropped        uint64 `json:"dropped"`
+	InStorm        bool   `json:"in_storm"`
+}
+
+// QoS reports every egress port's TCs and every port's PFC, keyed by
+// port id, summed over the workers; nil when the QoS stage is off.
+func (p *Pipeline) QoS() (map[uint16][]TCQoS, map[uint16]*PortPFC) {
+	var tcs map[uint16][]TCQoS
+	var pfc map[uint16]*PortPFC
+	port := func(id uint16) *PortPFC {
+		if pfc[id] == nil {
+			pfc[id] = &PortPFC{Mode: p.Spec.QoS.Ports[id].Mode}
+		}
+		return pfc[id]
+	}
+	for _, w := range p.Workers {
+		eg, in := w.qosStats()
+		if eg == nil && in == nil {
+			continue
+		}
+		if tcs == nil {
+			tcs, pfc = map[uint16][]TCQoS{}, map[uint16]*PortPFC{}
+		}
+		for _, e := range eg {
+			t := tcs[e.port]
+			if t == nil {
+				t = make([]TCQoS, qos.NumTC)
+				for i := range t {
+					t[i].TC = i
+				}
+				tcs[e.port] = t
+			}
+			pp := port(e.port)
+			cfg := p.Spec.QoS.Ports[e.port].Config
+			lossless := cfg.LosslessTCs()
+			for i := range t {
+				s := &e.tc[i]
+				t[i].EnqueuedPackets += s.Queue.EnqPackets
+				t[i].EnqueuedBytes += s.Queue.EnqBytes
+				t[i].TxPackets += s.Queue.DeqPackets
+				t[i].TxBytes += s.Queue.DeqBytes
+				t[i].ECNMarked += s.WRED.Marked
+				full := s.Queue.DropFull + s.Queue.DropSlots
+				if lossless&(1<<i) != 0 {
+					t[i].Dropped.LosslessOverflow += full
+				} else {
+					t[i].Dropped.Tail += full
+				}
+				t[i].Dropped.WRED += s.WRED.Dropped
+				t[i].Dropped.Watchdog += s.DropPFCWD + e.wdFlushed[i]
+				t[i].MaxDepthBytes = max(t[i].MaxDepthBytes, s.Queue.MaxBytes)
+				t[i].DepthBytes += e.depth[i]
+				t[i].PausedNs = max(t[i].PausedNs, e.paused[i])
+				wd := &pp.Watchdog[i]
+				wd.StormsDetected += e.wd[i].Detected
+				wd.StormsRestored += e.wd[i].Restored
+				wd.Dropped += s.DropPFCWD + e.wdFlushed[i]
+				wd.InStorm = wd.InStorm || e.wd[i].InStorm
+			}
+		}
+		for _, s := range in {
+			pp := port(s.port)
+			for i := range qos.NumTC {
+				pp.RxFrames[i] += s.rx.Frames[i]
+				pp.RxXOFF[i] += s.rx.XOFF[i]
+				pp.RxXON[i] += s.rx.XON[i]
+				pp.PausedNs[i] = max(pp.PausedNs[i], s.paused[i])
+				pp.TxXOFF[i] += s.tx.XOFF[i]
+				pp.TxXON[i] += s.tx.XON[i]
+			}
+			pp.RxPause += s.rx.Pause
+			pp.TxFrames += s.sent
+			pp.TxFailed += s.failed
+		}
+	}
+	return tcs, pfc
+}
+
+// Queued is the number of packets the workers' QoS queues hold.
+func (p *Pipeline) Queued() uint64 {
+	var n uint64
+	for _, w := range p.Workers {
+		eg, _ := w.qosStats()
+		for _, e := range eg {
+			n += uint64(e.packets)
+		}
+	}
+	return n
+}
+
+// Generated is the number of frames the workers built and sent
+// themselves (PFC), which the PMD counts as transmitted.
+func (p *Pipeline) Generated() uint64 {
+	var n uint64
+	for _, w := range p.Workers {
+		_, in := w.qosStats()
+		for _, s := range in {
+			n += s.sent
+		}
+	}
+	return n
+}
+
+// qosStats returns copies of the worker's QoS counters.
+func (w *Worker) qosStats() ([]egressStats, []ingressStats) {
+	qs := w.qs
+	if qs == nil {
+		return nil, nil
+	}
+	w.snap.mu.Lock()
+	defer w.snap.mu.Unlock()
+	if !w.published() {
+		qs.publish(w.clockNow())
+	}
+	eg := append([]egressStats(nil), qs.pub...)
+	in := append([]ingressStats(nil), qs.pubIn...)
+	sort.Slice(eg, func(i, j int) bool { return eg[i].port < eg[j].port })
+	return eg, in
+}
