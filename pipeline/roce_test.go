@@ -8,6 +8,7 @@ import (
 	"roce-fwd/inspect"
 	"roce-fwd/internal/testenv"
 	"roce-fwd/pcapio"
+	"roce-fwd/qos"
 	"roce-fwd/qpstats"
 	"roce-fwd/roce"
 )
@@ -78,10 +79,16 @@ func TestRoCEModeForwardsAndCountsLikeInspect(t *testing.T) {
 	}
 }
 
-// The roce mode's per-burst step must not allocate either.
+// The roce mode's per-burst step must not allocate either, with or
+// without the QoS stage (nvidia-roce: WRED on TC3, strict TC6, PFC).
 func TestRoCEPollDoesNotAllocate(t *testing.T) {
+	t.Run("classify", func(t *testing.T) { testRoCEPollAllocs(t) })
+	t.Run("qos", func(t *testing.T) { testRoCEPollAllocs(t, withQoS(qos.NVIDIARoCE())) })
+}
+
+func testRoCEPollAllocs(t *testing.T, tune ...func(*Spec)) {
 	cfg, set := openPorts(t, "roce", "net_ring%d")
-	p := newPipeline(t, cfg, set)
+	p := newPipeline(t, cfg, set, tune...)
 	w := primeRing(t, p, set)
 	allocs := testing.AllocsPerRun(2000, func() {
 		w.Poll()
