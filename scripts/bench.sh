@@ -4,6 +4,8 @@
 # net_null sink, one worker lcore each, burst 32. Two pairs:
 #   testpmd io      vs roce-fwd io    (goal: ratio >= 0.95)
 #   testpmd 5tswap  vs roce-fwd roce  (goal: ratio >= 0.90; both parse L2-L4)
+#   testpmd 5tswap  vs roce-fwd roce + QoS, nvidia-roce preset, unshaped
+#                                     (goal: ratio >= 0.80)
 #   bench.sh BINARY SECONDS
 set -euo pipefail
 bin=${1:-bin/roce-fwd}
@@ -31,7 +33,7 @@ testpmd() {
 		      if (c) printf "%.3f", s / c / 1e6; else print "0" }' "$log"
 }
 
-# rocefwd MODE: the lcore's packets over the forwarding time. It polls the
+# rocefwd MODE [EXTRA-TOML]: the lcore's packets over the forwarding time. It polls the
 # same two streams testpmd's chained topology does: src -> dst, and the
 # empty dst -> src.
 rocefwd() {
@@ -55,10 +57,12 @@ to = "dst"
 [[forward]]
 from = "dst"
 to = "src"
+${2:-}
 TOML
-	"$bin" run --config "$work/bench-$1.toml" --duration "${secs}s" --stats-json "$work/rf-$1.json" \
-		--log-level warn >"$work/roce-fwd-$1.log" 2>&1
-	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); l=r["lcores"][0]; print("%.3f %.1f" % (l["mpps"], l["cycles_per_packet"]))' "$work/rf-$1.json"
+	local tag="$1${2:+-qos}"
+	"$bin" run --config "$work/bench-$1.toml" --duration "${secs}s" --stats-json "$work/rf-$tag.json" \
+		--log-level warn >"$work/roce-fwd-$tag.log" 2>&1
+	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); l=r["lcores"][0]; print("%.3f %.1f" % (l["mpps"], l["cycles_per_packet"]))' "$work/rf-$tag.json"
 }
 
 row() { printf '%-24s %9s   %s\n' "$@"; }
@@ -69,6 +73,7 @@ tp_io=$(testpmd io)
 read -r rf_io rf_io_cpp <<<"$(rocefwd io)"
 tp_5t=$(testpmd 5tswap)
 read -r rf_roce rf_roce_cpp <<<"$(rocefwd roce)"
+read -r rf_qos rf_qos_cpp <<<"$(rocefwd roce "$(printf '[qos]\npreset = "nvidia-roce"')")"
 for v in "$tp_io" "$tp_5t"; do
 	if [ "$v" = "0" ]; then
 		echo "testpmd printed no rate; its logs are in $work" >&2
@@ -85,3 +90,5 @@ row "  ratio" "$(ratio "$rf_io" "$tp_io")" "goal >= 0.95"
 row "dpdk-testpmd 5tswap" "$tp_5t" ""
 row "roce-fwd roce" "$rf_roce" "$rf_roce_cpp cycles/packet (classify, count, per-QP table)"
 row "  ratio" "$(ratio "$rf_roce" "$tp_5t")" "goal >= 0.90"
+row "roce-fwd roce + QoS" "$rf_qos" "$rf_qos_cpp cycles/packet (nvidia-roce preset, unshaped)"
+row "  ratio" "$(ratio "$rf_qos" "$tp_5t")" "goal >= 0.80"
