@@ -15,11 +15,11 @@ import (
 	"roce-fwd/config"
 	"roce-fwd/dpdk"
 	"roce-fwd/hugepages"
+	"roce-fwd/hwpfc"
 	"roce-fwd/numa"
 	"roce-fwd/pcidev"
 	"roce-fwd/pipeline"
 	"roce-fwd/ports"
-	"roce-fwd/roce"
 )
 
 // MaxQueuesPerLcore is where placement starts warning that one lcore
@@ -47,9 +47,14 @@ type Daemon struct {
 	Plan     *numa.Plan
 	Ports    *ports.Set
 	Pipe     *pipeline.Pipeline
-	Started  time.Time // when forwarding last started
-	Stopped  time.Time // when it last stopped
+	Started  time.Time      // when forwarding last started
+	Stopped  time.Time      // when it last stopped
+	PFC      []hwpfc.Result // per port, with QoS on: who does PFC
 	log      *slog.Logger
+	sysRoot  string
+	pfcPools []*dpdk.Mempool
+	evStop   chan struct{}
+	evDone   chan struct{}
 }
 
 // Start brings the dataplane up and starts forwarding.
@@ -60,7 +65,7 @@ func Start(cfg *config.Config, opt Options) (*Daemon, error) {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	d := &Daemon{Cfg: cfg, log: opt.Log}
+	d := &Daemon{Cfg: cfg, log: opt.Log, sysRoot: opt.SysRoot}
 	if err := ports.CheckPCI(cfg, opt.SysRoot); err != nil {
 		return nil, err
 	}
@@ -214,6 +219,11 @@ func (d *Daemon) bringUp() error {
 		}
 		spec.Workers = append(spec.Workers, ws)
 	}
+	if cfg.QoSEnabled() {
+		if spec.QoS, err = d.qosSpec(set, d.sysRoot); err != nil {
+			return err
+		}
+	}
 	pipe, err := pipeline.New(spec)
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
@@ -225,28 +235,13 @@ func (d *Daemon) bringUp() error {
 // RoCESpec is the "roce" stage's configuration from [roce] and [qos].
 func RoCESpec(cfg *config.Config) pipeline.RoCESpec {
 	return pipeline.RoCESpec{
-		TCMap:         TCMap(cfg.QoS),
+		TCMap:         cfg.TCMap(),
 		VerifyICRC:    cfg.RoCE.VerifyICRC,
 		DropBadICRC:   cfg.RoCE.BadICRC == "drop",
 		DropMalformed: cfg.RoCE.Malformed == "drop",
 		QPTable:       cfg.RoCE.QPTable,
 		QPMaxAge:      cfg.RoCE.QPMaxAgeDuration(),
 	}
-}
-
-// TCMap is the classifier's traffic-class map from [qos].
-func TCMap(q config.QoS) roce.TCMap {
-	m := roce.TCMap{}
-	m.DSCP, m.PCP = q.TCTables()
-	switch q.Trust {
-	case "pcp":
-		m.Trust = roce.TrustPCP
-	case "none":
-		m.Trust = roce.TrustNone
-	default:
-		m.Trust = roce.TrustDSCP
-	}
-	return m
 }
 
 // StartForwarding (re)starts the ports and the workers.
@@ -258,6 +253,10 @@ func (d *Daemon) StartForwarding() error {
 		return err
 	}
 	d.Started = time.Now()
+	if d.Pipe.Spec.QoS != nil {
+		d.evStop, d.evDone = make(chan struct{}), make(chan struct{})
+		go d.watchEvents(d.evStop, d.evDone)
+	}
 	for _, w := range d.Plan.Workers {
 		d.log.Info("worker started", "lcore", w.Lcore, "socket", w.Socket, "cpu", dpdk.LcoreCPU(w.Lcore), "queues", len(w.Queues))
 	}
@@ -321,6 +320,15 @@ func (d *Daemon) StopForwarding() {
 		d.Pipe.Stop()
 		d.Stopped = time.Now()
 	}
+	d.stopEvents()
+}
+
+func (d *Daemon) stopEvents() {
+	if d.evStop != nil {
+		close(d.evStop)
+		<-d.evDone
+		d.evStop = nil
+	}
 }
 
 // Stop stops forwarding, closes the ports, checks that every mbuf came
@@ -333,6 +341,7 @@ func (d *Daemon) shutdown() error {
 	var errs []error
 	if d.Pipe != nil {
 		d.Pipe.Stop()
+		d.stopEvents()
 		d.Pipe.Free()
 		d.Pipe = nil
 	}
@@ -340,6 +349,13 @@ func (d *Daemon) shutdown() error {
 		errs = append(errs, d.Ports.Close())
 		d.Ports = nil
 	}
+	for _, p := range d.pfcPools {
+		if n := p.InUse(); n != 0 {
+			errs = append(errs, fmt.Errorf("%d PFC frame mbufs were not returned", n))
+		}
+		p.Free()
+	}
+	d.pfcPools = nil
 	errs = append(errs, dpdk.Cleanup())
 	return errors.Join(errs...)
 }

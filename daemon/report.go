@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"roce-fwd/pipeline"
+	"roce-fwd/qos"
 	"roce-fwd/qpstats"
 	"roce-fwd/rocestats"
 )
@@ -23,8 +24,16 @@ type Report struct {
 	Lcores    []LcoreReport     `json:"lcores"`
 	Drops     map[string]uint64 `json:"drops"`
 	// "roce" mode only.
-	RoCE   *RoCEReport          `json:"roce,omitempty"`
-	TopQPs []qpstats.FlowReport `json:"top_qps,omitempty"`
+	// Queued is what the QoS queues hold (0 after a clean stop): packets
+	// received = transmitted + drops + queued. Generated is the PFC
+	// frames roce-fwd built and sent, which the ports count as
+	// transmitted too.
+	Queued    uint64                       `json:"queued"`
+	Generated uint64                       `json:"generated"`
+	QoS       map[string][]pipeline.TCQoS  `json:"qos,omitempty"`
+	PFC       map[string]*pipeline.PortPFC `json:"pfc,omitempty"`
+	RoCE      *RoCEReport                  `json:"roce,omitempty"`
+	TopQPs    []qpstats.FlowReport         `json:"top_qps,omitempty"`
 }
 
 // RoCEReport is the classification counters per rx port and the state of
@@ -130,6 +139,17 @@ func (d *Daemon) Report() Report {
 		}
 		r.Lcores = append(r.Lcores, lr)
 	}
+	if d.Pipe.Spec.QoS != nil {
+		r.Queued, r.Generated = d.Pipe.Queued(), d.Pipe.Generated()
+		tcs, pfc := d.Pipe.QoS()
+		r.QoS, r.PFC = map[string][]pipeline.TCQoS{}, map[string]*pipeline.PortPFC{}
+		for id, t := range tcs {
+			r.QoS[d.Pipe.Spec.Ports[id].Name] = t
+		}
+		for id, p := range pfc {
+			r.PFC[d.Pipe.Spec.Ports[id].Name] = p
+		}
+	}
 	if d.Cfg.Pipeline.Mode == "roce" {
 		r.RoCE = &RoCEReport{}
 		byPort := d.Pipe.RoCEByPort()
@@ -202,6 +222,7 @@ func (r Report) WriteText(w io.Writer) {
 	if r.RoCE != nil {
 		r.RoCE.writeText(w, r.TopQPs)
 	}
+	r.writeQoSText(w)
 	fmt.Fprintf(w, "  Forwarded for %.1f s in %s mode\n", r.DurationS, r.Mode)
 }
 
@@ -231,5 +252,46 @@ func (rr *RoCEReport) writeText(w io.Writer, top []qpstats.FlowReport) {
 		}
 		fmt.Fprintf(w, "    %s -> %s qp 0x%06x: %d packets, %d bytes, PSN gaps %d, out of order %d, NAKs %d, RNR %d, CNP %d, CE %d\n",
 			f.Src, f.Dst, f.QP, f.Packets, f.Bytes, f.Gaps, f.OutOfOrder, naks, f.RNRNAKs, f.CNPs, f.CE)
+	}
+}
+
+// writeQoSText prints the TCs that carried traffic and each port's PFC.
+func (r Report) writeQoSText(w io.Writer) {
+	for _, name := range slices.Sorted(maps.Keys(r.QoS)) {
+		header := false
+		for _, t := range r.QoS[name] {
+			if t.EnqueuedPackets == 0 && t.PausedNs == 0 && t.Dropped == (pipeline.QoSDrops{}) {
+				continue
+			}
+			if !header {
+				header = true
+				fmt.Fprintf(w, "  QoS on port %s:\n", name)
+				fmt.Fprintf(w, "    %-3s %12s %12s %10s %8s %8s %8s %9s %12s %10s\n",
+					"TC", "ENQUEUED", "TX", "ECN-MARKED", "TAIL", "WRED", "PFCWD", "OVERFLOW", "MAX-DEPTH", "PAUSED-MS")
+			}
+			fmt.Fprintf(w, "    %-3d %12d %12d %10d %8d %8d %8d %9d %12s %10.3f\n", t.TC, t.EnqueuedPackets, t.TxPackets,
+				t.ECNMarked, t.Dropped.Tail, t.Dropped.WRED, t.Dropped.Watchdog, t.Dropped.LosslessOverflow,
+				qos.FormatSize(t.MaxDepthBytes), float64(t.PausedNs)/1e6)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.PFC)) {
+		p := r.PFC[name]
+		var parts []string
+		for i := range qos.NumTC {
+			if p.RxFrames[i]+p.TxXOFF[i]+p.TxXON[i] != 0 || p.PausedNs[i] != 0 {
+				parts = append(parts, fmt.Sprintf("prio %d rx %d (xoff %d xon %d) paused %.3f ms, tx xoff %d xon %d",
+					i, p.RxFrames[i], p.RxXOFF[i], p.RxXON[i], float64(p.PausedNs[i])/1e6, p.TxXOFF[i], p.TxXON[i]))
+			}
+			if wd := p.Watchdog[i]; wd.StormsDetected != 0 {
+				parts = append(parts, fmt.Sprintf("TC%d watchdog storms %d restored %d dropped %d", i, wd.StormsDetected, wd.StormsRestored, wd.Dropped))
+			}
+		}
+		if p.RxPause != 0 {
+			parts = append(parts, fmt.Sprintf("802.3x pause rx %d", p.RxPause))
+		}
+		if len(parts) == 0 {
+			parts = []string{"no frames"}
+		}
+		fmt.Fprintf(w, "  PFC on port %s (%s): %s\n", name, p.Mode, strings.Join(parts, "; "))
 	}
 }

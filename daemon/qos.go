@@ -1,0 +1,167 @@
+package daemon
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"roce-fwd/dpdk"
+	"roce-fwd/hwpfc"
+	"roce-fwd/pipeline"
+	"roce-fwd/ports"
+	"roce-fwd/qos"
+	"roce-fwd/roce"
+)
+
+// fallbackPFCSpeed times pause quanta on a port that reports no link
+// speed and has no configured rate (a virtual device): 100 Gbit/s, the
+// common RoCE port speed.
+const fallbackPFCSpeed = 100e9
+
+// A PFC frame pool per socket: a few frames per port in flight at most.
+const (
+	pfcPoolSize = 511
+	pfcDataRoom = 128 + 64 // RTE_PKTMBUF_HEADROOM + a 60-byte frame
+)
+
+// minFrame is the smallest Ethernet frame without FCS, which holds a
+// whole mbuf however few bytes it has.
+const minFrame = 64
+
+// qosSpec builds the QoS stage from [qos] and [pfc]: per port its egress
+// configuration with the shaper rate (the configured rate, else the link
+// speed of a NIC; a virtual device's made-up speed is not a limit), and
+// its PFC mode (NIC, kernel or software).
+func (d *Daemon) qosSpec(set *ports.Set, sysRoot string) (*pipeline.QoSSpec, error) {
+	cfg := d.Cfg
+	// PFC frames come from pools of their own: XOFF is needed most when
+	// the queues hold every mbuf of the data pools.
+	spec := &pipeline.QoSSpec{Ports: map[uint16]pipeline.QoSPort{}, Pools: map[int]*dpdk.Mempool{}}
+	for sock := range set.Pools {
+		pool, err := dpdk.NewPktmbufPool(fmt.Sprintf("rf_pfc_s%d", sock), pfcPoolSize, 0, pfcDataRoom, sock)
+		if err != nil {
+			return nil, fmt.Errorf("PFC frame pool on socket %d: %w", sock, err)
+		}
+		d.pfcPools = append(d.pfcPools, pool)
+		spec.Pools[sock] = pool
+	}
+	d.PFC = nil
+	for _, p := range set.Ports {
+		qc := cfg.PortQoS(p.Name)
+		link, err := p.ID.Link(false)
+		if err != nil {
+			d.log.Warn("link status", "port", p.Name, "err", err)
+		}
+		linkBps := uint64(link.SpeedMbps) * 1e6
+		if !cfg.PortRateSet(p.Name) {
+			if p.Cfg.PCI != "" {
+				qc.Rate = linkBps
+			} else {
+				qc.Rate = 0
+			}
+		}
+		speed := qc.Rate
+		if speed == 0 {
+			speed = linkBps
+		}
+		if speed == 0 {
+			speed = fallbackPFCSpeed
+		}
+		res, err := hwpfc.Resolve(hwpfc.Input{Mode: cfg.PFCMode(), Port: p.Name, Driver: p.Info.Driver, PCI: p.Cfg.PCI,
+			Lossless: qc.PFCPriorities(), QoS: qc, HW: p.ID, SysfsRoot: filepath.Join(sysRoot, "sys")})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.File, err)
+		}
+		d.PFC = append(d.PFC, res)
+		d.logPFC(res)
+		var mac roce.MAC
+		copy(mac[:], p.MAC)
+		spec.Ports[uint16(p.ID)] = pipeline.QoSPort{Config: qc, Speed: speed, SoftwarePFC: res.Mode == hwpfc.Software,
+			MAC: mac, Mode: res.Mode}
+		rate := "unlimited"
+		if qc.Rate != 0 {
+			rate = qos.FormatRate(qc.Rate)
+		}
+		if xoff := qc.PFC.Xoff; qc.PFCPriorities() != 0 && xoff/minFrame > uint64(cfg.Mempool.Mbufs) {
+			d.log.Warn("the mbuf pool runs out before PFC pauses a sender of small frames: rx starves (rx_nombuf, rx_missed) instead of XOFF being sent; raise [mempool] mbufs or lower [pfc] xoff",
+				"port", p.Name, "xoff", qos.FormatSize(xoff), "mbufs", cfg.Mempool.Mbufs, "xoff_in_64B_frames", xoff/minFrame)
+		}
+		d.log.Info("egress QoS", "port", p.Name, "preset", qc.Name, "rate", rate, "lossless_tcs", lossless(qc.LosslessTCs()),
+			"pfc", res.Mode, "ecn", ecnSummary(&qc))
+	}
+	return spec, nil
+}
+
+func (d *Daemon) logPFC(r hwpfc.Result) {
+	switch r.Mode {
+	case hwpfc.Kernel:
+		d.log.Warn("PFC on this port belongs to the kernel netdev: apply these commands there", "port", r.Port,
+			"netdev", r.Netdev, "detail", r.Detail, "commands", strings.Join(r.Commands, "; "))
+	default:
+		d.log.Info("PFC mode", "port", r.Port, "mode", r.Mode, "detail", r.Detail)
+	}
+}
+
+func lossless(m uint8) string {
+	var s []string
+	for i := range qos.NumTC {
+		if m&(1<<i) != 0 {
+			s = append(s, fmt.Sprint(i))
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+func ecnSummary(c *qos.Config) string {
+	var s []string
+	for i, t := range c.TC {
+		if t.ECN.Enabled() {
+			s = append(s, fmt.Sprintf("TC%d %s-%s p=%g", i, qos.FormatSize(t.ECN.Min), qos.FormatSize(t.ECN.Max), t.ECN.Probability))
+		}
+	}
+	return strings.Join(s, "; ")
+}
+
+// eventPeriod is how often QoS events are collected from the workers.
+const eventPeriod = 100 * time.Millisecond
+
+// watchEvents logs the workers' QoS events (PFC storms, lossless
+// overflows) until stop is closed.
+func (d *Daemon) watchEvents(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(eventPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			d.logEvents()
+			return
+		case <-t.C:
+			d.logEvents()
+		}
+	}
+}
+
+func (d *Daemon) logEvents() {
+	ev, lost := d.Pipe.Events()
+	for _, e := range ev {
+		port := fmt.Sprint(e.Port)
+		if p, ok := d.Pipe.Spec.Ports[e.Port]; ok {
+			port = p.Name
+		}
+		at := time.Unix(0, e.At).UTC().Format(time.RFC3339Nano)
+		switch e.Kind {
+		case pipeline.EventLosslessOverflow:
+			d.log.Error("lossless queue overflow: PFC did not hold the sender back; packets dropped (lossless_overflow)",
+				"port", port, "tc", e.TC, "lcore", e.Lcore, "at", at)
+		case pipeline.EventStormDetected:
+			d.log.Warn("PFC storm detected", "port", port, "tc", e.TC, "action", e.Action.String(), "lcore", e.Lcore, "at", at)
+		default:
+			d.log.Info("PFC storm restored", "port", port, "tc", e.TC, "action", e.Action.String(), "lcore", e.Lcore, "at", at)
+		}
+	}
+	if lost > 0 {
+		d.log.Warn("QoS events lost (their counters are exact)", "events", lost)
+	}
+}
