@@ -1,7 +1,9 @@
 package pipeline
 
 import (
+	"path/filepath"
 	"testing"
+	"time"
 
 	"roce-fwd/inspect"
 	"roce-fwd/internal/testenv"
@@ -225,5 +227,61 @@ func TestQoSInjectedPFCPausesTC(t *testing.T) {
 	want := qos.PauseNanos(0xFFFF, 10e9)
 	if st == nil || st.RxFrames[3] != 1 || st.RxXOFF[3] != 1 || st.PausedNs[3] != want {
 		t.Errorf("PFC stats %+v: want 1 XOFF on priority 3 and %d ns paused", st, want)
+	}
+}
+
+// A PFC storm: the link partner keeps TC3 paused while its queue holds
+// packets. The watchdog (action drop) declares the storm after the
+// detection time, flushes the queue and drops what arrives, and the
+// control plane hears of it as an event.
+func TestQoSWatchdogDropsDuringStorm(t *testing.T) {
+	cfg := qos.NVIDIARoCE()
+	cfg.Watchdog.DetectionTime = 50 * time.Millisecond
+	pfc := make([]byte, 60)
+	if _, err := roce.BuildPFC(pfc, roce.MAC{2, 0, 0, 0, 0, 0xee}, 1<<3, [8]uint16{3: 0xFFFF}); err != nil {
+		t.Fatal(err)
+	}
+	// Mostly pause frames: the queue must not take every mbuf, or the
+	// storm's own frames could not be received.
+	var frames [][]byte
+	for range 64 {
+		frames = append(frames, pfc)
+	}
+	frames = append(frames, qosFrame(t, qpECT, 1, 256))
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
+	testenv.WritePcap(t, in, frames)
+	cfgFile, set := openPorts(t, "roce", "net_pcap%d,rx_pcap="+in+",infinite_rx=1,tx_pcap="+out)
+	portID := uint16(set.Ports[0].ID)
+	p := newPipeline(t, cfgFile, set, withQoS(cfg))
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var events []Event
+	for time.Now().Before(deadline) {
+		ev, _ := p.Events()
+		events = append(events, ev...)
+		if len(events) > 0 && p.Drops()["pfc_watchdog"] > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.Stop()
+	checkAccounting(t, p)
+	tcStats, pfcStats := p.QoS()
+	if tc := tcStats[portID][3]; tc.Dropped.Watchdog != p.Drops()["pfc_watchdog"] {
+		t.Errorf("TC3 watchdog drops %d, pipeline counted %d", tc.Dropped.Watchdog, p.Drops()["pfc_watchdog"])
+	}
+	if len(events) == 0 || events[0].Kind != EventStormDetected || events[0].TC != 3 || events[0].Port != portID {
+		t.Errorf("events %+v: want a storm detected on TC3 of port %d", events, portID)
+	}
+	wd := pfcStats[portID].Watchdog[3]
+	if wd.StormsDetected != 1 || !wd.InStorm || wd.Dropped == 0 || wd.Dropped != p.Drops()["pfc_watchdog"] {
+		t.Errorf("watchdog stats %+v, pfc_watchdog drops %d", wd, p.Drops()["pfc_watchdog"])
+	}
+	p.Free()
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
