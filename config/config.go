@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +32,7 @@ type Config struct {
 	Forward  []Forward `toml:"forward"`
 	RoCE     RoCE      `toml:"roce"`
 	QoS      QoS       `toml:"qos"`
+	PFC      *PFC      `toml:"pfc"` // nil: no [pfc] section (see qos.go)
 }
 
 // EAL holds the DPDK EAL arguments, passed to rte_eal_init verbatim.
@@ -91,7 +91,7 @@ type Pipeline struct {
 	// while they come back full: under load one trip into C serves more
 	// packets; an idle queue still costs one rx call.
 	MaxBursts int   `toml:"max_bursts"`
-	Lcores    []int `toml:"lcores,omitempty"` // explicit worker lcores; empty = all but the main lcore
+	Lcores    []int `toml:"lcores"` // explicit worker lcores; empty = all but the main lcore (no omitempty: [] must round-trip; nil is not printed)
 }
 
 // RoCE configures the "roce" mode's classification and telemetry.
@@ -114,37 +114,6 @@ func (r *RoCE) setDefaults() {
 func (r RoCE) QPMaxAgeDuration() time.Duration {
 	d, _ := time.ParseDuration(r.QPMaxAge)
 	return d
-}
-
-// QoS maps packets to traffic classes. Unlisted DSCP and PCP values keep
-// the built-in map: TC = DSCP >> 3 (the mlx5 firmware default), PCP n → TC n.
-type QoS struct {
-	Trust    string         `toml:"trust"`                // "dscp" (default), "pcp" or "none"
-	DSCPToTC map[string]int `toml:"dscp_to_tc,omitempty"` // e.g. { 26 = 3, 48 = 6 }
-	PCPToTC  map[string]int `toml:"pcp_to_tc,omitempty"`  // e.g. { 3 = 3 }
-}
-
-func (q *QoS) setDefaults() { q.Trust = "dscp" }
-
-// TCTables returns the full DSCP and PCP maps, defaults filled in.
-func (q QoS) TCTables() (dscp [64]uint8, pcp [8]uint8) {
-	for i := range dscp {
-		dscp[i] = uint8(i >> 3)
-	}
-	for i := range pcp {
-		pcp[i] = uint8(i)
-	}
-	for k, v := range q.DSCPToTC {
-		if n, err := strconv.Atoi(k); err == nil && n >= 0 && n < 64 {
-			dscp[n] = uint8(v)
-		}
-	}
-	for k, v := range q.PCPToTC {
-		if n, err := strconv.Atoi(k); err == nil && n >= 0 && n < 8 {
-			pcp[n] = uint8(v)
-		}
-	}
-	return dscp, pcp
 }
 
 func (p *Pipeline) setDefaults() {
@@ -175,7 +144,7 @@ var sections = []section{
 	{"pipeline", validatePipeline},
 	{"forward", validateForward},
 	{"roce", validateRoCE},
-	{"qos", validateQoS},
+	{"qos", validateQoS}, // also [pfc]: a port's qos.Config needs both
 }
 
 // DefaultFile is the Config.File of the built-in default configuration.

@@ -99,11 +99,13 @@ func (c *checker) decode(p path, raw any, rv reflect.Value) bool {
 		if !rv.IsNil() {
 			v.Elem().Set(rv.Elem())
 		}
-		if !c.decode(p, raw, v.Elem()) {
-			return false
+		ok := c.decode(p, raw, v.Elem())
+		// A table with a bad key is kept with its other keys, as a
+		// struct field is, so that validation still checks those.
+		if _, table := raw.(map[string]any); ok || table && t.Elem().Kind() == reflect.Struct {
+			rv.Set(v)
 		}
-		rv.Set(v)
-		return true
+		return ok
 
 	case reflect.Slice:
 		var elems []any
@@ -196,11 +198,14 @@ func (c *checker) mismatch(p path, want reflect.Type, raw any) bool {
 	msg := "expected " + typeName(want) + ", got " + tomlType(raw)
 	if want.Kind() == reflect.Slice && want.Elem().Kind() == reflect.Struct {
 		if _, isTable := raw.(map[string]any); isTable {
-			last := ""
-			if len(p) > 0 {
-				last = p[len(p)-1]
+			// The header names the array without indices: [[qos.port.tc]].
+			var name path
+			for _, s := range p {
+				if !strings.HasPrefix(s, "[") {
+					name = append(name, s)
+				}
 			}
-			msg += " (write [[" + last + "]], not [" + last + "])"
+			msg += " (write [[" + name.String() + "]], not [" + name.String() + "])"
 		}
 	}
 	c.errorf(p, "%s", msg)

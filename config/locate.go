@@ -65,8 +65,12 @@ type locator struct {
 
 func locate(src []byte) *locator {
 	l := &locator{src: src, ln: 1, defs: map[string]int{}, impl: map[string]bool{}, aot: map[string]int{}}
-	if len(src) >= 3 && src[0] == 0xef && src[1] == 0xbb && src[2] == 0xbf {
+	// Skip a byte order mark as the TOML parser does, UTF-16 ones included.
+	switch s := string(src[:min(3, len(src))]); {
+	case s == "\xef\xbb\xbf":
 		l.pos = 3
+	case strings.HasPrefix(s, "\xff\xfe"), strings.HasPrefix(s, "\xfe\xff"):
+		l.pos = 2
 	}
 	l.document()
 	return l

@@ -15,6 +15,7 @@ func TestLocate(t *testing.T) {
 	}{
 		{"a = 1\nb = 2\n", "b", 2},
 		{"\xef\xbb\xbfa = 1\r\nb = 2\r\n", "b", 2},
+		{"\xff\xfea = 1\nb = 2\n", "a", 1},
 		{"[[a]]\n[[a.b]]\nx = 1\n[[a]]\n[[a.b]]\n[[a.b]]\ny = 1\n", "a[1].b[1].y", 7},
 		{"[[a]]\n[[a.b]]\nx = 1\n[[a]]\n[[a.b]]\n[[a.b]]\ny = 1\n", "a[1]", 4},
 		{"[[a]]\n[[a.b]]\nx = 1\n[[a]]\n[[a.b]]\n[[a.b]]\ny = 1\n", "a[0].b[0].x", 3},

@@ -189,14 +189,6 @@ func validateRoCE(c *checker, cfg *Config) {
 	}
 }
 
-func validateQoS(c *checker, cfg *Config) {
-	q := &cfg.QoS
-	p := root.key("qos")
-	oneOf(c, p.key("trust"), q.Trust, "dscp", "pcp", "none")
-	tcMap(c, p.key("dscp_to_tc"), q.DSCPToTC, 63, "DSCP")
-	tcMap(c, p.key("pcp_to_tc"), q.PCPToTC, 7, "PCP")
-}
-
 // tcMap checks a { value = tc } table: keys 0..maxKey, TCs 0..7.
 func tcMap(c *checker, p path, m map[string]int, maxKey int, what string) {
 	for k, tc := range m {
