@@ -26,6 +26,12 @@ import (
 //     ingress port holds decide when to send it XOFF and XON;
 //   - the PFC watchdog, every watchdogPeriod.
 //
+// A port left idle by the last poll (queues empty, not paused, no shaper)
+// passes arrivals straight to its tx queue, counted as enqueued and sent:
+// the scheduler would send them all in this poll anyway, and skipping the
+// queue halves the stage's cost at line rate. The first packet that has
+// to wait, or a PFC frame for the port, ends it until the next poll.
+//
 // Queues are per worker: each worker owns a tx queue on each port it
 // sends to, so it runs the scheduler of its own queues and no two lcores
 // touch one queue. The port's rate is split evenly between the workers
@@ -74,16 +80,20 @@ type portShared struct {
 
 // egress is one worker's queues on one port.
 type egress struct {
-	port      uint16
-	sched     *qos.Scheduler
-	wd        *qos.Watchdog
-	rx        *qos.PFCRx // mirror of the port's pause board
-	board     *pauseBoard
-	gen       uint64
-	seenAt    [qos.NumTC]int64
-	seenTill  [qos.NumTC]int64
-	tcToPrio  [qos.NumTC]uint8
-	lossless  uint8             // lossless TCs
+	port     uint16
+	sched    *qos.Scheduler
+	wd       *qos.Watchdog
+	rx       *qos.PFCRx // mirror of the port's pause board
+	board    *pauseBoard
+	gen      uint64
+	seenAt   [qos.NumTC]int64
+	seenTill [qos.NumTC]int64
+	tcToPrio [qos.NumTC]uint8
+	lossless uint8 // lossless TCs
+	// idle: at the end of the last poll the port's queues were empty and
+	// nothing paused or shaped it, so arrivals go straight to the tx queue
+	// (cut-through) until a packet has to wait.
+	idle      bool
 	flushing  uint8             // TCs in a storm whose queue the watchdog is emptying
 	wdFlushed [qos.NumTC]uint64 // packets the watchdog flushed, per TC
 	overflow  [qos.NumTC]int64  // last lossless-overflow event, per TC
@@ -240,6 +250,14 @@ func (w *Worker) qosEnqueue(src, tx int, m *dpdk.Mbuf, frame []byte, r *roce.Res
 	qs := w.qs
 	e := &qs.eg[tx]
 	tc := r.TC & 7
+	if e.idle {
+		if txq := &w.step.Txq[tx]; txq.Room() > 0 {
+			e.sched.CutThrough(tc, uint32(n))
+			txq.Push(m)
+			return
+		}
+		e.idle = false
+	}
 	in := qs.rxIn[src]
 	lossless := e.lossless&(1<<tc) != 0
 	sl := qos.Slot{Handle: m.Handle(), Len: uint32(n), Src: uint16(in)}
@@ -296,6 +314,11 @@ func (w *Worker) consumeMAC(src int, m *dpdk.Mbuf, frame []byte, now int64) {
 		return
 	}
 	in := &qs.in[qs.rxIn[src]]
+	for i := range qs.eg {
+		if qs.eg[i].port == in.port {
+			qs.eg[i].idle = false // until the next poll has seen the pause
+		}
+	}
 	ce, q, ok := roce.ParsePFC(frame)
 	if ok {
 		in.rx.ReceivePFC(now, ce, &q)
@@ -342,6 +365,7 @@ func (w *Worker) qosTx(now int64) {
 		txq := &w.step.Txq[i]
 		room := min(txq.Room(), len(qs.slots))
 		if room == 0 {
+			e.idle = false
 			continue
 		}
 		if e.flushing != 0 {
@@ -354,6 +378,7 @@ func (w *Worker) qosTx(now int64) {
 		if e.lossless != 0 {
 			qs.unhold(qs.slots[:k])
 		}
+		e.idle = e.sched.Idle(now)
 	}
 	if now >= qs.nextWD {
 		qs.nextWD = now + watchdogPeriod

@@ -84,6 +84,10 @@ func TestRoCEModeForwardsAndCountsLikeInspect(t *testing.T) {
 func TestRoCEPollDoesNotAllocate(t *testing.T) {
 	t.Run("classify", func(t *testing.T) { testRoCEPollAllocs(t) })
 	t.Run("qos", func(t *testing.T) { testRoCEPollAllocs(t, withQoS(qos.NVIDIARoCE())) })
+	// A shaper makes every packet go through the queues and the scheduler.
+	shaped := qos.NVIDIARoCE()
+	shaped.Rate = 400e9
+	t.Run("qos-shaped", func(t *testing.T) { testRoCEPollAllocs(t, withQoS(shaped)) })
 }
 
 func testRoCEPollAllocs(t *testing.T, tune ...func(*Spec)) {

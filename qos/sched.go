@@ -135,6 +135,33 @@ func (s *Scheduler) Enqueue(tc uint8, sl Slot, ecn uint8) (markCE bool, r Reason
 	return d == EnqueueMarkCE, ReasonNone
 }
 
+// CutThrough counts a packet of n bytes that went straight to the wire
+// through TC tc because the port was idle: as enqueued and transmitted,
+// with no wait. The caller decides when that is allowed: every queue
+// empty, nothing paused, no shaper, no storm (Idle says so).
+func (s *Scheduler) CutThrough(tc uint8, n uint32) {
+	q := &s.tc[tc&7].q
+	q.st.EnqPackets++
+	q.st.EnqBytes += uint64(n)
+	q.st.DeqPackets++
+	q.st.DeqBytes += uint64(n)
+}
+
+// Idle reports whether a packet arriving now could leave at once without
+// changing any scheduling decision: no queue holds packets, there is no
+// port or TC shaper, no TC is paused at now, and the watchdog holds none.
+func (s *Scheduler) Idle(now int64) bool {
+	if s.port.rate != 0 || s.shaped != 0 || s.wdDrop != 0 {
+		return false
+	}
+	for i := range s.tc {
+		if s.tc[i].q.n != 0 {
+			return false
+		}
+	}
+	return s.rx == nil || s.rx.PausedMask(now) == 0
+}
+
 // Dequeue fills out with up to len(out) packets to transmit at time now,
 // at most budget bytes of them (0 = no byte budget; a head packet larger
 // than what is left of the budget waits for the next call), and returns

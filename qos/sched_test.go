@@ -543,3 +543,36 @@ func TestDWRRMatchesReferenceDRR(t *testing.T) {
 		}
 	}
 }
+
+// A port is idle only when a packet could leave at once: empty queues,
+// no shaper, no pause, no watchdog drop; cut-through packets count as
+// enqueued and sent.
+func TestIdleAndCutThrough(t *testing.T) {
+	c := NVIDIARoCE()
+	rx, _ := NewPFCRx(25e9, nil)
+	s, err := NewScheduler(&c, MakeRings(16), rx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Idle(0) {
+		t.Fatal("a fresh unshaped port is not idle")
+	}
+	s.CutThrough(3, 1000)
+	if st := s.Stats(3).Queue; st.EnqPackets != 1 || st.DeqBytes != 1000 || st.MaxBytes != 0 || !s.Idle(0) {
+		t.Errorf("after a cut-through packet: %+v, idle %v", st, s.Idle(0))
+	}
+	s.Enqueue(0, Slot{Len: 100}, 0)
+	if s.Idle(0) {
+		t.Error("idle with a packet queued")
+	}
+	s.Dequeue(0, make([]Slot, 4), 0)
+	rx.ReceivePFC(10, 1<<3, &[8]uint16{3: 100})
+	if s.Idle(20) || !s.Idle(10+PauseNanos(100, 25e9)) {
+		t.Error("idle while paused, or not idle once the pause ran out")
+	}
+	c.Rate = 1e9
+	shaped, _ := NewScheduler(&c, MakeRings(16), nil, 1)
+	if shaped.Idle(0) {
+		t.Error("a shaped port is never idle: its shaper decides when packets leave")
+	}
+}
