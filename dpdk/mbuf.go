@@ -89,3 +89,17 @@ func (m *Mbuf) NbSegs() int { return int(*(*uint16)(m.at(offNbSegs))) }
 
 // Port is the input port the PMD recorded.
 func (m *Mbuf) Port() uint16 { return *(*uint16)(m.at(offPort)) }
+
+// IsMACControl reports whether the frame is an 802.3x PAUSE or 802.1Qbb
+// PFC frame (EtherType 0x8808 right after the addresses; such frames are
+// never tagged). It reads the two bytes directly: the io mode checks every
+// packet, and building a slice for it costs more than the check.
+func (m *Mbuf) IsMACControl() bool {
+	if *(*uint16)(m.at(offDataLen)) < 14 {
+		return false
+	}
+	base := *(*unsafe.Pointer)(m.at(offBufAddr))
+	off := uintptr(*(*uint16)(m.at(offDataOff)))
+	p := (*[2]byte)(unsafe.Add(base, off+12))
+	return p[0] == 0x88 && p[1] == 0x08
+}

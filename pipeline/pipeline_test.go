@@ -321,3 +321,29 @@ func TestHistBucket(t *testing.T) {
 		t.Errorf("labels %s %s", HistBucketLabel(6), HistBucketLabel(9))
 	}
 }
+
+// PFC and PAUSE frames are for the port's MAC: consumed and counted in
+// every mode, never forwarded.
+func TestMACControlConsumedInEveryMode(t *testing.T) {
+	pfc := make([]byte, 60)
+	if _, err := roce.BuildPFC(pfc, roce.MAC{2, 0, 0, 0, 0, 1}, 1<<3, [8]uint16{3: 100}); err != nil {
+		t.Fatal(err)
+	}
+	pause := make([]byte, 60)
+	if _, err := roce.BuildPause(pause, roce.MAC{2, 0, 0, 0, 0, 1}, 100); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"io", "mac", "roce"} {
+		t.Run(mode, func(t *testing.T) {
+			frames := testenv.Frames(20)
+			frames = append(frames[:10:10], append([][]byte{pfc, pause}, frames[10:]...)...)
+			run := forwardPcap(t, mode, frames)
+			if d := run.p.Drops(); d["mac_control"] != 2 {
+				t.Errorf("mac_control drops %d, want 2 (%v)", d["mac_control"], d)
+			}
+			if got := run.finish(t); len(got) != 20 {
+				t.Errorf("%d frames out, want the 20 that are not flow control", len(got))
+			}
+		})
+	}
+}

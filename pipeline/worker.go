@@ -118,7 +118,7 @@ func (w *Worker) Poll() int {
 		switch w.mode {
 		case ModeIO:
 			for _, m := range pkts {
-				if isMACControl(m.Data()) {
+				if m.IsMACControl() {
 					w.consumeMAC(i, m, nil, 0)
 					continue
 				}
