@@ -250,14 +250,7 @@ func (w *Worker) qosEnqueue(src, tx int, m *dpdk.Mbuf, frame []byte, r *roce.Res
 	qs := w.qs
 	e := &qs.eg[tx]
 	tc := r.TC & 7
-	if e.idle {
-		if txq := &w.step.Txq[tx]; txq.Room() > 0 {
-			e.sched.CutThrough(tc, uint32(n))
-			txq.Push(m)
-			return
-		}
-		e.idle = false
-	}
+	e.idle = false // this packet waits: so must the ones after it
 	in := qs.rxIn[src]
 	lossless := e.lossless&(1<<tc) != 0
 	sl := qos.Slot{Handle: m.Handle(), Len: uint32(n), Src: uint16(in)}

@@ -78,7 +78,14 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 			w.consumeMAC(i, m, frame, w.now)
 			continue
 		}
-		if w.qs != nil {
+		if qs := w.qs; qs != nil {
+			// An idle port's cut-through, here rather than in qosEnqueue
+			// so that the common case costs no call.
+			if e := &qs.eg[tx]; e.idle && txq.Room() > 0 {
+				e.sched.CutThrough(r.TC, uint32(n))
+				txq.Push(m)
+				continue
+			}
 			w.qosEnqueue(i, tx, m, frame, r, n)
 			continue
 		}
