@@ -87,7 +87,7 @@ func (d *Daemon) qosSpec(set *ports.Set, sysRoot string) (*pipeline.QoSSpec, err
 			d.log.Warn("the mbuf pool runs out before PFC pauses a sender of small frames: rx starves (rx_nombuf, rx_missed) instead of XOFF being sent; raise [mempool] mbufs or lower [pfc] xoff",
 				"port", p.Name, "xoff", qos.FormatSize(xoff), "mbufs", cfg.Mempool.Mbufs, "xoff_in_64B_frames", xoff/minFrame)
 		}
-		d.log.Info("egress QoS", "port", p.Name, "preset", qc.Name, "rate", rate, "lossless_tcs", lossless(qc.LosslessTCs()),
+		d.log.Info("egress QoS", "port", p.Name, "preset", qc.Name, "rate", rate, "lossless_tcs", qos.MaskList(qc.LosslessTCs()),
 			"pfc", res.Mode, "ecn", ecnSummary(&qc))
 	}
 	return spec, nil
@@ -101,16 +101,6 @@ func (d *Daemon) logPFC(r hwpfc.Result) {
 	default:
 		d.log.Info("PFC mode", "port", r.Port, "mode", r.Mode, "detail", r.Detail)
 	}
-}
-
-func lossless(m uint8) string {
-	var s []string
-	for i := range qos.NumTC {
-		if m&(1<<i) != 0 {
-			s = append(s, fmt.Sprint(i))
-		}
-	}
-	return strings.Join(s, ",")
 }
 
 func ecnSummary(c *qos.Config) string {

@@ -199,12 +199,4 @@ func mapNotes(cfg *qos.Config) []string {
 	return notes
 }
 
-func maskString(m uint8) string {
-	var s []string
-	for i := range qos.NumTC {
-		if m&(1<<i) != 0 {
-			s = append(s, fmt.Sprint(i))
-		}
-	}
-	return strings.Join(s, ",")
-}
+func maskString(m uint8) string { return qos.MaskList(m) }

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -312,14 +313,8 @@ func portLabel(in Input) string {
 
 // prioWord completes "priorit" for a mask: "y 3" or "ies 3,4".
 func prioWord(mask uint8) string {
-	var ps []string
-	for p := range qos.NumTC {
-		if mask&(1<<p) != 0 {
-			ps = append(ps, fmt.Sprint(p))
-		}
+	if bits.OnesCount8(mask) == 1 {
+		return "y " + qos.MaskList(mask)
 	}
-	if len(ps) == 1 {
-		return "y " + ps[0]
-	}
-	return "ies " + strings.Join(ps, ",")
+	return "ies " + qos.MaskList(mask)
 }

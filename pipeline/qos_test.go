@@ -11,38 +11,6 @@ import (
 	"roce-fwd/roce"
 )
 
-// Traffic for the QoS tests, one flow per kind, told apart by QP.
-const (
-	qpECT    = 0x100 // DSCP 26 (TC3, lossless), ECT(0): may be marked CE
-	qpNotECT = 0x101 // DSCP 26, Not-ECT: never marked, never dropped by WRED (lossless)
-	qpCNP    = 0x102 // CNP, DSCP 48 (TC6, strict)
-	qpLossy  = 0x103 // DSCP 0 (TC0, lossy), Not-ECT
-)
-
-func qosFrame(t *testing.T, qp uint32, psn uint32, payload int) []byte {
-	t.Helper()
-	s := roce.FrameSpec{Src: roce.MAC{2, 0, 0, 0, 0, 0xa}, Dst: roce.MAC{2, 0, 0, 0, 0, 0xb},
-		BTH:     roce.BTHFields{Opcode: roce.OpRC | roce.OpWriteOnly, DestQP: qp, PSN: psn, PKey: 0xffff},
-		Ext:     roce.ExtFields{VA: 0x1000, RKey: 7, DMALength: uint32(payload)},
-		Payload: make([]byte, payload)}
-	switch qp {
-	case qpECT:
-		s.DSCP, s.ECN = 26, roce.ECNECT0
-	case qpNotECT:
-		s.DSCP = 26
-	case qpCNP:
-		s.DSCP = 48
-		s.BTH = roce.BTHFields{Opcode: roce.OpCNP, DestQP: qp, PSN: psn, PKey: 0xffff, BECN: true}
-		s.Ext = roce.ExtFields{}
-		s.Payload = make([]byte, 16)
-	}
-	f, err := s.Append(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 // withQoS turns the QoS stage on with cfg on every port, PFC timed at
 // 10 Gbps, software PFC.
 func withQoS(cfg qos.Config) func(*Spec) {
@@ -87,9 +55,9 @@ func TestQoSShapedEgress(t *testing.T) {
 	cfg.TC[0].Limit = 20_000
 	cfg.PFC = qos.PFCConfig{Xoff: 300_000, Xon: 100_000}
 	var frames [][]byte
-	kinds := []uint32{qpECT, qpECT, qpECT, qpECT, qpECT, qpECT, qpNotECT, qpNotECT, qpCNP, qpLossy}
+	kinds := []uint32{testenv.QPECT, testenv.QPECT, testenv.QPECT, testenv.QPECT, testenv.QPECT, testenv.QPECT, testenv.QPNotECT, testenv.QPNotECT, testenv.QPCNP, testenv.QPLossy}
 	for i := range 1000 {
-		frames = append(frames, qosFrame(t, kinds[i%len(kinds)], uint32(i), 1024))
+		frames = append(frames, testenv.QoSFrame(t, kinds[i%len(kinds)], uint32(i), 1024))
 	}
 	run := forwardPcap(t, "roce", frames, withQoS(cfg))
 	p := run.p
@@ -112,14 +80,14 @@ func TestQoSShapedEgress(t *testing.T) {
 		sent := frames[d.psn]
 		if d.ecn == roce.ECNCE {
 			ce++
-			if d.qp != qpECT {
+			if d.qp != testenv.QPECT {
 				t.Fatalf("QP %#x PSN %d (sent with ECN %d) came out CE", d.qp, d.psn, sent[15]&3)
 			}
 		}
 		switch d.qp {
-		case qpCNP:
+		case testenv.QPCNP:
 			cnps++
-		case qpLossy:
+		case testenv.QPLossy:
 			lossy++
 		default:
 			tc3++
@@ -191,16 +159,13 @@ func readBack(t *testing.T, path string) [][]byte {
 func TestQoSInjectedPFCPausesTC(t *testing.T) {
 	cfg := qos.NVIDIARoCE()
 	var frames [][]byte
-	pfc := make([]byte, 60)
-	if _, err := roce.BuildPFC(pfc, roce.MAC{2, 0, 0, 0, 0, 0xee}, 1<<3, [8]uint16{3: 0xFFFF}); err != nil {
-		t.Fatal(err)
-	}
+	pfc := testenv.PFCFrame(t, 3, 0xFFFF)
 	frames = append(frames, pfc)
 	for i := range 50 {
-		frames = append(frames, qosFrame(t, qpECT, uint32(i), 256))
+		frames = append(frames, testenv.QoSFrame(t, testenv.QPECT, uint32(i), 256))
 	}
 	for i := range 10 {
-		frames = append(frames, qosFrame(t, qpCNP, uint32(100+i), 0))
+		frames = append(frames, testenv.QoSFrame(t, testenv.QPCNP, uint32(100+i), 0))
 	}
 	// The frames come in on port 0 and leave on port 1: the pause must
 	// reach port 1's egress, so the PFC frame is received on port 1. A
@@ -219,7 +184,7 @@ func TestQoSInjectedPFCPausesTC(t *testing.T) {
 		t.Fatalf("%d frames out, want 60", len(out))
 	}
 	for i, d := range out[:10] {
-		if d.qp != qpCNP {
+		if d.qp != testenv.QPCNP {
 			t.Fatalf("frame %d out is QP %#x: the CNPs should pass the paused TC3 frames", i, d.qp)
 		}
 	}
@@ -237,17 +202,14 @@ func TestQoSInjectedPFCPausesTC(t *testing.T) {
 func TestQoSWatchdogDropsDuringStorm(t *testing.T) {
 	cfg := qos.NVIDIARoCE()
 	cfg.Watchdog.DetectionTime = 50 * time.Millisecond
-	pfc := make([]byte, 60)
-	if _, err := roce.BuildPFC(pfc, roce.MAC{2, 0, 0, 0, 0, 0xee}, 1<<3, [8]uint16{3: 0xFFFF}); err != nil {
-		t.Fatal(err)
-	}
+	pfc := testenv.PFCFrame(t, 3, 0xFFFF)
 	// Mostly pause frames: the queue must not take every mbuf, or the
 	// storm's own frames could not be received.
 	var frames [][]byte
 	for range 64 {
 		frames = append(frames, pfc)
 	}
-	frames = append(frames, qosFrame(t, qpECT, 1, 256))
+	frames = append(frames, testenv.QoSFrame(t, testenv.QPECT, 1, 256))
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
 	testenv.WritePcap(t, in, frames)

@@ -173,7 +173,7 @@ func (c *Config) Validate() error {
 	}
 	if c.LosslessTCs() != 0 {
 		if c.PFCPriorities() == 0 {
-			bad("lossless TCs %s have no PFC priority mapped to them", maskList(c.LosslessTCs()))
+			bad("lossless TCs %s have no PFC priority mapped to them", MaskList(c.LosslessTCs()))
 		}
 		if c.PFC.Xoff == 0 {
 			bad("PFC xoff must be set when a TC is lossless")
@@ -187,8 +187,8 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// maskList writes a bit mask as "3,4".
-func maskList(m uint8) string {
+// MaskList writes a bit mask of TCs or priorities as "3,4".
+func MaskList(m uint8) string {
 	var b []byte
 	for i := range 8 {
 		if m&(1<<i) != 0 {

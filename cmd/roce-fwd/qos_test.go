@@ -13,37 +13,6 @@ import (
 	"roce-fwd/roce"
 )
 
-// Flows of the QoS tests, told apart by destination QP.
-const (
-	qpECT    = 0x100 // DSCP 26 → TC3 (lossless), ECT(0)
-	qpNotECT = 0x101 // DSCP 26, Not-ECT
-	qpCNP    = 0x102 // CNP, DSCP 48 → TC6 (strict)
-	qpLossy  = 0x103 // DSCP 0 → TC0 (lossy)
-)
-
-func frame(t *testing.T, qp, psn uint32, payload int) []byte {
-	t.Helper()
-	s := roce.FrameSpec{Src: roce.MAC{2, 0, 0, 0, 0, 0xa}, Dst: roce.MAC{2, 0, 0, 0, 0, 0xb},
-		BTH:     roce.BTHFields{Opcode: roce.OpRC | roce.OpWriteOnly, DestQP: qp, PSN: psn, PKey: 0xffff},
-		Ext:     roce.ExtFields{VA: 0x1000, RKey: 7, DMALength: uint32(payload)},
-		Payload: make([]byte, payload)}
-	switch qp {
-	case qpECT:
-		s.DSCP, s.ECN = 26, roce.ECNECT0
-	case qpNotECT:
-		s.DSCP = 26
-	case qpCNP:
-		s.DSCP = 48
-		s.BTH = roce.BTHFields{Opcode: roce.OpCNP, DestQP: qp, PSN: psn, PKey: 0xffff, BECN: true}
-		s.Ext, s.Payload = roce.ExtFields{}, make([]byte, 16)
-	}
-	f, err := s.Append(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
 type qosStats struct {
 	Drops     map[string]uint64 `json:"drops"`
 	Queued    uint64            `json:"queued"`
@@ -118,10 +87,10 @@ func inspectJSON(t *testing.T, pcap string) []map[string]any {
 func TestRunQoSShapedEgress(t *testing.T) {
 	dir := t.TempDir()
 	in, out, back := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap"), filepath.Join(dir, "back.pcap")
-	kinds := []uint32{qpECT, qpECT, qpECT, qpECT, qpECT, qpECT, qpNotECT, qpNotECT, qpCNP, qpLossy}
+	kinds := []uint32{testenv.QPECT, testenv.QPECT, testenv.QPECT, testenv.QPECT, testenv.QPECT, testenv.QPECT, testenv.QPNotECT, testenv.QPNotECT, testenv.QPCNP, testenv.QPLossy}
 	var frames [][]byte
 	for i := range 1000 {
-		frames = append(frames, frame(t, kinds[i%len(kinds)], uint32(i), 1024))
+		frames = append(frames, testenv.QoSFrame(t, kinds[i%len(kinds)], uint32(i), 1024))
 	}
 	testenv.WritePcap(t, in, frames)
 	s := runQoS(t, fmt.Sprintf(`[eal]
@@ -183,7 +152,7 @@ xon = "100KB"
 		qp := uint32(f["dest_qp"].(float64))
 		if f["ecn"].(float64) == 3 {
 			ce++
-			if qp != qpECT {
+			if qp != testenv.QPECT {
 				t.Fatalf("frame %d out: QP %#x was not ECT but came out CE", i, qp)
 			}
 		}
@@ -219,16 +188,13 @@ xon = "100KB"
 func TestRunQoSInjectedPFCPausesTC(t *testing.T) {
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
-	pfc := make([]byte, 60)
-	if _, err := roce.BuildPFC(pfc, roce.MAC{2, 0, 0, 0, 0, 0xee}, 1<<3, [8]uint16{3: 0xFFFF}); err != nil {
-		t.Fatal(err)
-	}
+	pfc := testenv.PFCFrame(t, 3, 0xFFFF)
 	frames := [][]byte{pfc}
 	for i := range 50 {
-		frames = append(frames, frame(t, qpECT, uint32(i), 256))
+		frames = append(frames, testenv.QoSFrame(t, testenv.QPECT, uint32(i), 256))
 	}
 	for i := range 10 {
-		frames = append(frames, frame(t, qpCNP, uint32(100+i), 0))
+		frames = append(frames, testenv.QoSFrame(t, testenv.QPCNP, uint32(100+i), 0))
 	}
 	testenv.WritePcap(t, in, frames)
 	s := runQoS(t, fmt.Sprintf(`[eal]
