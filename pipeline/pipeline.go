@@ -92,6 +92,17 @@ func New(spec Spec) (*Pipeline, error) {
 				}
 			}
 		}
+		// Each worker shapes its own queues of a port: the port's rate
+		// is shared evenly by the workers that send to it.
+		for _, ws := range spec.Workers {
+			seen := map[uint16]bool{}
+			for _, rx := range ws.Rx {
+				if !seen[rx.To] {
+					seen[rx.To] = true
+					shared[rx.To].senders++
+				}
+			}
+		}
 	}
 	for wi, ws := range spec.Workers {
 		if len(ws.Rx) == 0 {

@@ -73,9 +73,10 @@ type pauseBoard struct {
 
 // portShared is the state of a port every worker may touch.
 type portShared struct {
-	board pauseBoard
-	held  [qos.NumTC]atomic.Int64 // bytes received on this port, per priority, in egress queues
-	owner *Worker                 // sends this port's PFC frames (software PFC)
+	board   pauseBoard
+	held    [qos.NumTC]atomic.Int64 // bytes received on this port, per priority, in egress queues
+	owner   *Worker                 // sends this port's PFC frames (software PFC)
+	senders int                     // workers forwarding to this port: they share its rate
 }
 
 // egress is one worker's queues on one port.
@@ -193,6 +194,12 @@ func (w *Worker) initQoS(spec *QoSSpec, shared map[uint16]*portShared, targets [
 // more slots than the socket has mbufs.
 func newEgress(pc *QoSPort, port uint16, socket int, sh *portShared, lcore int) (egress, error) {
 	cfg := pc.Config
+	if n := uint64(max(sh.senders, 1)); n > 1 {
+		cfg.Rate /= n
+		for i := range cfg.TC {
+			cfg.TC[i].MaxRate /= n
+		}
+	}
 	var sizes [qos.NumTC]int
 	total := 0
 	for i := range cfg.TC {
