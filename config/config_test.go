@@ -626,7 +626,8 @@ func TestRoCEAndQoSSections(t *testing.T) {
 	if cfg.RoCE.QPMaxAgeDuration().Minutes() != 5 {
 		t.Errorf("qp_max_age %v", cfg.RoCE.QPMaxAgeDuration())
 	}
-	dscp, pcp := cfg.QoS.TCTables()
+	tcm := cfg.TCMap()
+	dscp, pcp := tcm.DSCP, tcm.PCP
 	if dscp[26] != 3 || dscp[48] != 6 || dscp[0] != 1 || dscp[46] != 5 || dscp[8] != 1 || pcp[3] != 4 || pcp[5] != 5 {
 		t.Errorf("tables %v %v", dscp, pcp)
 	}
@@ -638,7 +639,7 @@ func TestRoCEAndQoSSections(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, buf.String())
 	}
-	if d, _ := again.QoS.TCTables(); d != dscp {
+	if again.TCMap().DSCP != dscp {
 		t.Errorf("round trip changed the DSCP map")
 	}
 

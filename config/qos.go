@@ -168,14 +168,6 @@ func (c *Config) qosPort(name string) (int, bool) {
 	return -1, false
 }
 
-// TCTables returns the full DSCP and PCP maps: the preset's or the
-// built-in ones with dscp_to_tc and pcp_to_tc applied. Config.TCMap also
-// has the trust mode.
-func (q QoS) TCTables() (dscp [64]uint8, pcp [8]uint8) {
-	m := q.tcMap()
-	return m.DSCP, m.PCP
-}
-
 func (q *QoS) setDefaults() { q.Trust = "dscp" }
 
 func (q QoS) tcMap() roce.TCMap {

@@ -98,10 +98,6 @@ func TestQoSPresetOnly(t *testing.T) {
 			if cfg.TCMap() != want.TCMap {
 				t.Errorf("TCMap = %+v", cfg.TCMap())
 			}
-			dscp, pcp := cfg.QoS.TCTables()
-			if dscp != want.TCMap.DSCP || pcp != want.TCMap.PCP {
-				t.Errorf("TCTables = %v %v", dscp, pcp)
-			}
 			// The effective values of the unset keys are filled in.
 			var lossless []int
 			for tc := range want.TC {

@@ -37,7 +37,7 @@ func (d *Daemon) qosSpec(set *ports.Set, sysRoot string) (*pipeline.QoSSpec, err
 	cfg := d.Cfg
 	// PFC frames come from pools of their own: XOFF is needed most when
 	// the queues hold every mbuf of the data pools.
-	spec := &pipeline.QoSSpec{Ports: map[uint16]pipeline.QoSPort{}, Pools: map[int]*dpdk.Mempool{}}
+	spec := &pipeline.QoSSpec{Ports: map[uint16]pipeline.QoSPort{}, Pools: map[int]*dpdk.Mempool{}, Mbufs: cfg.Mempool.Mbufs}
 	for sock := range set.Pools {
 		pool, err := dpdk.NewPktmbufPool(fmt.Sprintf("rf_pfc_s%d", sock), pfcPoolSize, 0, pfcDataRoom, sock)
 		if err != nil {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
 	"sync/atomic"
@@ -43,6 +44,9 @@ import (
 type QoSSpec struct {
 	Ports map[uint16]QoSPort
 	Pools map[int]*dpdk.Mempool // per socket: where PFC frames are built
+	// Mbufs is the data pool's size per socket: a TC queue cannot hold
+	// more packets than that, so no ring gets more slots. 0: 16383.
+	Mbufs int
 }
 
 // QoSPort is one port's QoS.
@@ -99,7 +103,6 @@ type egress struct {
 	wdFlushed [qos.NumTC]uint64 // packets the watchdog flushed, per TC
 	overflow  [qos.NumTC]int64  // last lossless-overflow event, per TC
 	mem       unsafe.Pointer
-	mode      string
 }
 
 // ingress is one port a worker receives from.
@@ -159,7 +162,7 @@ func (w *Worker) initQoS(spec *QoSSpec, shared map[uint16]*portShared, targets [
 		if !ok {
 			return fmt.Errorf("no QoS configuration for port %d", t.Port)
 		}
-		e, err := newEgress(&pc, t.Port, w.Socket, shared[t.Port], w.Lcore)
+		e, err := newEgress(&pc, t.Port, w.Socket, shared[t.Port], w.Lcore, cmp.Or(spec.Mbufs, 16383))
 		if err != nil {
 			qs.free()
 			return fmt.Errorf("port %d: %w", t.Port, err)
@@ -192,7 +195,7 @@ func (w *Worker) initQoS(spec *QoSSpec, shared map[uint16]*portShared, targets [
 // newEgress builds one port's queues with their rings in DPDK memory.
 // Each TC gets room for its byte limit in minimum-size frames, but never
 // more slots than the socket has mbufs.
-func newEgress(pc *QoSPort, port uint16, socket int, sh *portShared, lcore int) (egress, error) {
+func newEgress(pc *QoSPort, port uint16, socket int, sh *portShared, lcore, maxSlots int) (egress, error) {
 	cfg := pc.Config
 	if n := uint64(max(sh.senders, 1)); n > 1 {
 		cfg.Rate /= n
@@ -203,7 +206,7 @@ func newEgress(pc *QoSPort, port uint16, socket int, sh *portShared, lcore int) 
 	var sizes [qos.NumTC]int
 	total := 0
 	for i := range cfg.TC {
-		n := qosMaxSlots
+		n := maxSlots
 		if l := cfg.TC[i].Limit; l != 0 && l/60+1 < uint64(n) {
 			n = int(l/60 + 1)
 		}
@@ -237,12 +240,8 @@ func newEgress(pc *QoSPort, port uint16, socket int, sh *portShared, lcore int) 
 		return egress{}, err
 	}
 	return egress{port: port, sched: s, wd: wd, rx: rx, board: &sh.board, mem: mem,
-		tcToPrio: cfg.TCToPrio(), lossless: cfg.LosslessTCs(), mode: pc.Mode}, nil
+		tcToPrio: cfg.TCToPrio(), lossless: cfg.LosslessTCs()}, nil
 }
-
-// qosMaxSlots bounds a TC ring: a queue cannot hold more packets than
-// there are mbufs to hold them.
-var qosMaxSlots = 16384
 
 func (qs *qosStage) free() {
 	for i := range qs.eg {

@@ -134,7 +134,7 @@ func (w *Worker) Poll() int {
 					runts++
 					continue
 				}
-				if isMACControl(d) {
+				if m.IsMACControl() {
 					w.consumeMAC(i, m, nil, 0)
 					continue
 				}
@@ -151,13 +151,6 @@ func (w *Worker) Poll() int {
 		w.qosTx(w.now)
 	}
 	return total
-}
-
-// isMACControl spots 802.3x PAUSE and 802.1Qbb PFC frames (EtherType
-// 0x8808, never VLAN-tagged): they are for this port's MAC, not to be
-// forwarded, in every mode.
-func isMACControl(d []byte) bool {
-	return len(d) >= 14 && d[12] == 0x88 && d[13] == 0x08
 }
 
 // Loop polls until Stop, then transmits what is still queued.

@@ -158,9 +158,6 @@ func (r *PFCRx) Mirror(at int64, prio uint8, until int64) {
 // time when it is not paused).
 func (r *PFCRx) Until(prio uint8) int64 { return r.until[prio&7] }
 
-// Speed is the link speed pause quanta are timed at, in bits/s.
-func (r *PFCRx) Speed() uint64 { return r.speed }
-
 func (r *PFCRx) setUntil(now int64, p int, until int64) {
 	bit := uint8(1) << p
 	r.lastFrame[p] = now
