@@ -13,11 +13,14 @@ import (
 
 // withQoS turns the QoS stage on with cfg on every port, PFC timed at
 // 10 Gbps, software PFC.
-func withQoS(cfg qos.Config) func(*Spec) {
+func withQoS(cfg qos.Config) func(*Spec) { return withQoSAt(cfg, 10e9) }
+
+// withQoSAt is withQoS with PFC quanta timed at speed bits/s.
+func withQoSAt(cfg qos.Config, speed uint64) func(*Spec) {
 	return func(s *Spec) {
 		q := &QoSSpec{Ports: map[uint16]QoSPort{}}
 		for id := range s.Ports {
-			q.Ports[id] = QoSPort{Config: cfg, Speed: 10e9, SoftwarePFC: true, MAC: roce.MAC{2, 0, 0, 0, 0, byte(id)}, Mode: "software"}
+			q.Ports[id] = QoSPort{Config: cfg, Speed: speed, SoftwarePFC: true, MAC: roce.MAC{2, 0, 0, 0, 0, byte(id)}, Mode: "software"}
 		}
 		s.QoS = q
 	}
@@ -215,7 +218,10 @@ func TestQoSWatchdogDropsDuringStorm(t *testing.T) {
 	testenv.WritePcap(t, in, frames)
 	cfgFile, set := openPorts(t, "roce", "net_pcap%d,rx_pcap="+in+",infinite_rx=1,tx_pcap="+out)
 	portID := uint16(set.Ports[0].ID)
-	p := newPipeline(t, cfgFile, set, withQoS(cfg))
+	// At 100 Mbit/s a pause lasts 335 ms: longer than any stall of a
+	// worker on a loaded test machine, so the storm never lapses between
+	// two frames (the watchdog rightly ignores a pause that does).
+	p := newPipeline(t, cfgFile, set, withQoSAt(cfg, 100e6))
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
