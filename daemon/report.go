@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"roce-fwd/pipeline"
+	"roce-fwd/ports"
 	"roce-fwd/qos"
 	"roce-fwd/qpstats"
 	"roce-fwd/rocestats"
@@ -85,14 +86,21 @@ type LcoreReport struct {
 	Packets         uint64            `json:"packets"`
 	Mpps            float64           `json:"mpps"`
 	CyclesPerPacket float64           `json:"cycles_per_packet"`
+	BusyCycles      uint64            `json:"busy_cycles"` // TSC cycles of polls that carried packets
 	Bursts          uint64            `json:"bursts"`
 	EmptyPolls      uint64            `json:"empty_polls"`
 	BurstHist       map[string]uint64 `json:"burst_hist"`
 }
 
-// Report collects the counters now. The duration is since forwarding
-// started.
-func (d *Daemon) Report() Report {
+// Report collects the counters now, with port rates since the previous
+// Report ("since last show"). The duration is since forwarding started.
+func (d *Daemon) Report() Report { return d.report(true) }
+
+// Snapshot is Report without rates and without moving the "since last
+// show" mark: for Prometheus and DPDK telemetry.
+func (d *Daemon) Snapshot() Report { return d.report(false) }
+
+func (d *Daemon) report(rates bool) Report {
 	end := time.Now()
 	if !d.Pipe.Running() && !d.Stopped.IsZero() {
 		end = d.Stopped
@@ -106,7 +114,13 @@ func (d *Daemon) Report() Report {
 		}
 	}
 	for _, p := range d.Ports.Ports {
-		snap, err := p.Snapshot()
+		var snap ports.Snapshot
+		var err error
+		if rates {
+			snap, err = p.Snapshot()
+		} else {
+			snap, err = p.Peek()
+		}
 		if err != nil {
 			d.log.Warn("port stats", "err", err)
 		}
@@ -124,7 +138,7 @@ func (d *Daemon) Report() Report {
 	}
 	for _, s := range d.Pipe.Stats() {
 		lr := LcoreReport{Lcore: s.Lcore, Socket: s.Socket, Queues: s.Queues, Packets: s.Packets,
-			CyclesPerPacket: s.CyclesPerPacket(), Bursts: s.Bursts, EmptyPolls: s.EmptyPolls,
+			CyclesPerPacket: s.CyclesPerPacket(), BusyCycles: s.BusyCycles, Bursts: s.Bursts, EmptyPolls: s.EmptyPolls,
 			BurstHist: map[string]uint64{}}
 		if dur > 0 {
 			lr.Mpps = float64(s.Packets) / dur.Seconds() / 1e6

@@ -320,8 +320,16 @@ type Snapshot struct {
 	TxBPS    float64
 }
 
-// Snapshot reads the port's counters and link state.
-func (p *Port) Snapshot() (Snapshot, error) {
+// Snapshot reads the port's counters and link state, with rates since
+// the previous Snapshot, which it then replaces ("since last show").
+func (p *Port) Snapshot() (Snapshot, error) { return p.snapshot(true) }
+
+// Peek reads the counters like Snapshot without rates and without
+// moving the "since last show" mark: for scrapers, which must not
+// shorten the interval an operator's next show reports on.
+func (p *Port) Peek() (Snapshot, error) { return p.snapshot(false) }
+
+func (p *Port) snapshot(mark bool) (Snapshot, error) {
 	st, err := p.ID.Stats()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("port %s: %w", p.Name, err)
@@ -331,6 +339,9 @@ func (p *Port) Snapshot() (Snapshot, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	snap := Snapshot{At: now, Stats: st, Link: link}
+	if !mark {
+		return snap, nil
+	}
 	if !p.last.At.IsZero() {
 		snap.Interval = now.Sub(p.last.At)
 		if sec := snap.Interval.Seconds(); sec > 0 {
