@@ -24,15 +24,17 @@ import (
 
 // Config is the whole configuration with defaults filled in.
 type Config struct {
-	File     string    `toml:"-"` // path it was read from, or "<built-in default>"
-	EAL      EAL       `toml:"eal"`
-	Mempool  Mempool   `toml:"mempool"`
-	Ports    []Port    `toml:"port"`
-	Pipeline Pipeline  `toml:"pipeline"`
-	Forward  []Forward `toml:"forward"`
-	RoCE     RoCE      `toml:"roce"`
-	QoS      QoS       `toml:"qos"`
-	PFC      *PFC      `toml:"pfc"` // nil: no [pfc] section (see qos.go)
+	File      string    `toml:"-"` // path it was read from, or "<built-in default>"
+	EAL       EAL       `toml:"eal"`
+	Mempool   Mempool   `toml:"mempool"`
+	Ports     []Port    `toml:"port"`
+	Pipeline  Pipeline  `toml:"pipeline"`
+	Forward   []Forward `toml:"forward"`
+	RoCE      RoCE      `toml:"roce"`
+	QoS       QoS       `toml:"qos"`
+	PFC       *PFC      `toml:"pfc"` // nil: no [pfc] section (see qos.go)
+	Console   Console   `toml:"console"`
+	Telemetry Telemetry `toml:"telemetry"`
 }
 
 // EAL holds the DPDK EAL arguments, passed to rte_eal_init verbatim.
@@ -145,6 +147,8 @@ var sections = []section{
 	{"forward", validateForward},
 	{"roce", validateRoCE},
 	{"qos", validateQoS}, // also [pfc]: a port's qos.Config needs both
+	{"console", validateConsole},
+	{"telemetry", validateTelemetry},
 }
 
 // DefaultFile is the Config.File of the built-in default configuration.

@@ -64,7 +64,7 @@ func TestQoSOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	if !strings.HasSuffix(out, "[qos]\ntrust = \"dscp\"\n") || strings.Contains(out, "pfc") || strings.Contains(out, "lossless") {
+	if !strings.Contains(out, "[qos]\ntrust = \"dscp\"\n\n[console]") || strings.Contains(out, "pfc") || strings.Contains(out, "lossless") {
 		t.Errorf("Encode prints QoS keys that are not set:\n%s", out)
 	}
 
