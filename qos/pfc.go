@@ -327,6 +327,20 @@ func (t *PFCTx) Init(c PFCTxConfig) error {
 	return nil
 }
 
+// Reconfigure changes t's thresholds and pause time to c's, keeping the
+// bytes held, the priorities paused and the counters. A priority that is
+// no longer enabled gets no more frames; its partner resumes when its
+// last pause expires.
+func (t *PFCTx) Reconfigure(c PFCTxConfig) error {
+	var n PFCTx
+	if err := n.Init(c); err != nil {
+		return err
+	}
+	t.enable, t.quanta, t.xoff, t.xon, t.refresh = n.enable, n.quanta, n.xoff, n.xon, n.refresh
+	t.xoffSet &= t.enable
+	return nil
+}
+
 // Add accounts n bytes of priority prio entering an egress queue.
 func (t *PFCTx) Add(prio uint8, n uint32) { t.bytes[prio&7] += uint64(n) }
 

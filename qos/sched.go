@@ -2,6 +2,7 @@ package qos
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
 )
 
@@ -59,30 +60,78 @@ func NewScheduler(c *Config, rings *[NumTC][]Slot, rx *PFCRx, seed uint64) (*Sch
 		return nil, err
 	}
 	s := &Scheduler{rx: rx}
-	if err := s.port.Init(c.Rate, c.Burst, WireOverhead, 0); err != nil {
+	for i := range s.tc {
+		if len(rings[i]) == 0 || uint64(len(rings[i])) > 1<<32-1 {
+			return nil, errNoRing
+		}
+		s.tc[i].q.Init(rings[i], c.TC[i].Limit)
+		if err := s.tc[i].wred.Init(c.TC[i].ECN, c.TC[i].Lossless, seed+uint64(i)*0x9e3779b97f4a7c15); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.configure(c, 0); err != nil {
 		return nil, err
+	}
+	return s, nil
+}
+
+// Reconfigure applies c to a running scheduler at time now, keeping every
+// queued packet and counter: scheduling modes and weights, queue limits
+// (a queue above its new limit drains; nothing is dropped), WRED-ECN
+// profiles (each keeping its random sequence) and the shapers, which start
+// full at the new rate. c's lossless TCs must be the scheduler's: what
+// is lossless decides PFC accounting of the packets already queued.
+func (s *Scheduler) Reconfigure(c *Config, now int64) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	for i := range s.tc {
+		if c.TC[i].Lossless != s.tc[i].wred.lossless {
+			return fmt.Errorf("qos: TC%d would change between lossy and lossless, which needs a restart", i)
+		}
+	}
+	// Validate everything that can fail before changing anything.
+	var port TokenBucket
+	if err := port.Init(c.Rate, c.Burst, WireOverhead, now); err != nil {
+		return err
+	}
+	for i := range c.TC {
+		var w WRED
+		if err := w.Init(c.TC[i].ECN, c.TC[i].Lossless, 0); err != nil {
+			return err
+		}
+	}
+	for i := range s.tc {
+		t := &s.tc[i]
+		t.q.limit = c.TC[i].Limit
+		t.wred.Reconfigure(c.TC[i].ECN)
+	}
+	return s.configure(c, now)
+}
+
+// configure sets what NewScheduler and Reconfigure share: the port
+// shaper, each TC's shaper, mode and quantum.
+func (s *Scheduler) configure(c *Config, now int64) error {
+	if err := s.port.Init(c.Rate, c.Burst, WireOverhead, now); err != nil {
+		return err
 	}
 	quantum := int64(c.Quantum)
 	if quantum == 0 {
 		quantum = DefaultQuantum
 	}
+	s.strict, s.dwrr, s.shaped, s.blocked = 0, 0, 0, 0
 	for i := range s.tc {
 		tc := &c.TC[i]
 		t := &s.tc[i]
-		if len(rings[i]) == 0 || uint64(len(rings[i])) > 1<<32-1 {
-			return nil, errNoRing
-		}
-		t.q.Init(rings[i], tc.Limit)
-		if err := t.wred.Init(tc.ECN, tc.Lossless, seed+uint64(i)*0x9e3779b97f4a7c15); err != nil {
-			return nil, err
-		}
+		t.shaper = TokenBucket{}
 		if tc.MaxRate != 0 {
-			if err := t.shaper.Init(tc.MaxRate, tc.MaxBurst, WireOverhead, 0); err != nil {
-				return nil, err
+			if err := t.shaper.Init(tc.MaxRate, tc.MaxBurst, WireOverhead, now); err != nil {
+				return err
 			}
 			s.shaped |= 1 << i
 		}
 		bit := uint8(1) << i
+		t.quantum = 0
 		if tc.Mode == Strict {
 			s.strict |= bit
 		} else {
@@ -90,7 +139,7 @@ func NewScheduler(c *Config, rings *[NumTC][]Slot, rx *PFCRx, seed uint64) (*Sch
 			t.quantum = quantum * int64(tc.Weight)
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // MakeRings allocates per-TC rings of n slots each in Go memory.

@@ -2,6 +2,7 @@ package qos
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -46,6 +47,20 @@ type WatchdogConfig struct {
 	Action          WatchdogAction
 	DetectionTime   time.Duration // 0 = DefaultDetectionTime
 	RestorationTime time.Duration // 0 = DefaultRestorationTime
+	// Per TC overrides (SONiC's pfcwd is per queue): Off has bit n set
+	// when TC n is not watched; TC n's action is TCAction[n] when bit n
+	// of TCActionSet is set, Action otherwise.
+	Off         uint8
+	TCActionSet uint8
+	TCAction    [NumTC]WatchdogAction
+}
+
+// ActionOf is the action TC tc's storms take.
+func (c WatchdogConfig) ActionOf(tc uint8) WatchdogAction {
+	if c.TCActionSet&(1<<(tc&7)) != 0 {
+		return c.TCAction[tc&7]
+	}
+	return c.Action
 }
 
 // Validate checks the ranges.
@@ -53,6 +68,8 @@ func (c WatchdogConfig) Validate() error {
 	switch {
 	case c.Action > ActionAlert:
 		return errors.New("qos: unknown PFC watchdog action " + c.Action.String())
+	case c.TCActionSet != 0 && slices.ContainsFunc(c.TCAction[:], func(a WatchdogAction) bool { return a > ActionAlert }):
+		return errors.New("qos: unknown PFC watchdog action in a per-TC setting")
 	case c.DetectionTime < 0 || c.RestorationTime < 0:
 		return errors.New("qos: PFC watchdog times must not be negative")
 	}
@@ -100,9 +117,10 @@ type wdTC struct {
 	since      int64 // when stuck began
 	detectedAt int64
 	lastPoll   int64
-	pausedSnap int64  // PausedNanos at the last poll
-	txSnap     uint64 // packets sent, at the last poll
-	flushBase  uint64 // Flushed before the storm
+	pausedSnap int64          // PausedNanos at the last poll
+	txSnap     uint64         // packets sent, at the last poll
+	flushBase  uint64         // Flushed before the storm
+	action     WatchdogAction // of the storm in progress
 }
 
 // Watchdog is SONiC's PFC watchdog for one port. Polled (Poll) at a
@@ -123,7 +141,7 @@ type Watchdog struct {
 	s       *Scheduler
 	rx      *PFCRx
 	watch   uint8
-	action  WatchdogAction
+	action  [NumTC]WatchdogAction // for storms that begin from now on
 	detect  int64
 	restore int64
 	tc      [NumTC]wdTC
@@ -134,17 +152,40 @@ type Watchdog struct {
 // c.Watchdog; pause state comes from s.PFC(). With the watchdog disabled
 // or without PFC it watches nothing.
 func NewWatchdog(c *Config, s *Scheduler) (*Watchdog, error) {
-	cfg := c.Watchdog
-	if err := cfg.Validate(); err != nil {
+	w := &Watchdog{s: s, rx: s.rx}
+	if err := w.Reconfigure(c); err != nil {
 		return nil, err
 	}
-	w := &Watchdog{s: s, rx: s.rx, action: cfg.Action,
-		detect:  durationNs(cfg.DetectionTime, DefaultDetectionTime),
-		restore: durationNs(cfg.RestorationTime, DefaultRestorationTime)}
-	if cfg.Enabled && s.rx != nil {
-		w.watch = c.LosslessTCs()
-	}
 	return w, nil
+}
+
+// Reconfigure applies c's watchdog settings (c's lossless TCs must be the
+// ones the scheduler was built with). A storm in progress keeps the
+// action it began with; a TC that stops being watched is restored at once.
+func (w *Watchdog) Reconfigure(c *Config) error {
+	cfg := c.Watchdog
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	for i := range NumTC {
+		w.action[i] = cfg.ActionOf(uint8(i))
+	}
+	w.detect = durationNs(cfg.DetectionTime, DefaultDetectionTime)
+	w.restore = durationNs(cfg.RestorationTime, DefaultRestorationTime)
+	watch := uint8(0)
+	if cfg.Enabled && w.rx != nil {
+		watch = c.LosslessTCs() &^ cfg.Off
+	}
+	for i := range NumTC {
+		if bit := uint8(1) << i; w.watch&bit != 0 && watch&bit == 0 {
+			if w.tc[i].storm {
+				w.end(i)
+			}
+			w.tc[i].stuck = false
+		}
+	}
+	w.watch = watch
+	return nil
 }
 
 // Poll advances the watchdog to now, writes the transitions into ev and
@@ -170,7 +211,7 @@ func (w *Watchdog) Poll(now int64, ev []WDEvent) int {
 					st.since = now // sending was allowed in between: start over
 				case now-st.since >= w.detect && n < len(ev):
 					w.begin(i, now)
-					ev[n] = WDEvent{Kind: StormDetected, TC: uint8(i), Action: w.action, At: now}
+					ev[n] = WDEvent{Kind: StormDetected, TC: uint8(i), Action: st.action, At: now}
 					n++
 				}
 			} else {
@@ -185,7 +226,7 @@ func (w *Watchdog) Poll(now int64, ev []WDEvent) int {
 		}
 		if now-last >= w.restore && n < len(ev) {
 			w.end(i)
-			ev[n] = WDEvent{Kind: StormRestored, TC: uint8(i), Action: w.action, At: now}
+			ev[n] = WDEvent{Kind: StormRestored, TC: uint8(i), Action: st.action, At: now}
 			n++
 		}
 	}
@@ -195,11 +236,12 @@ func (w *Watchdog) Poll(now int64, ev []WDEvent) int {
 func (w *Watchdog) begin(i int, now int64) {
 	st := &w.tc[i]
 	st.storm, st.stuck, st.detectedAt = true, false, now
+	st.action = w.action[i]
 	st.flushBase = w.s.tc[i].flushed
 	w.st[i].Detected++
 	w.st[i].InStorm = true
 	bit := uint8(1) << i
-	switch w.action {
+	switch st.action {
 	case ActionDrop:
 		w.s.ignorePause |= bit
 		w.s.wdDrop |= bit
@@ -211,7 +253,7 @@ func (w *Watchdog) begin(i int, now int64) {
 func (w *Watchdog) end(i int) {
 	st := &w.tc[i]
 	t := &w.s.tc[i]
-	if w.action == ActionDrop {
+	if st.action == ActionDrop {
 		w.st[i].Dropped += t.flushed - st.flushBase
 	}
 	st.storm = false
@@ -229,7 +271,7 @@ func (w *Watchdog) Stats(tc uint8) WDStats {
 	st := w.st[i]
 	t := &w.s.tc[i]
 	st.Dropped += t.dropWD
-	if w.tc[i].storm && w.action == ActionDrop {
+	if w.tc[i].storm && w.tc[i].action == ActionDrop {
 		st.Dropped += t.flushed - w.tc[i].flushBase
 	}
 	return st

@@ -100,6 +100,15 @@ func (w *WRED) Init(e ECN, lossless bool, seed uint64) error {
 	return nil
 }
 
+// Reconfigure changes w's profile to e (already validated), keeping its
+// random sequence, its depth average and its counters.
+func (w *WRED) Reconfigure(e ECN) {
+	w.min, w.max, w.weight, w.on, w.slope = e.Min, e.Max, e.Weight, e.Enabled(), 0
+	if e.Max > e.Min {
+		w.slope = e.Probability / float64(e.Max-e.Min)
+	}
+}
+
 // NewWRED is Init on a new WRED.
 func NewWRED(e ECN, lossless bool, seed uint64) (*WRED, error) {
 	w := new(WRED)
