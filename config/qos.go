@@ -63,6 +63,10 @@ type QoSTC struct {
 	ECN       *QoSECN `toml:"ecn"`       // WRED-ECN; only the keys given override
 	MaxRate   *string `toml:"max_rate"`  // per-TC shaper, a rate or "unlimited"
 	MaxBurst  *string `toml:"max_burst"` // per-TC shaper burst
+	// Watchdog turns the PFC watchdog off (false) or back on for this TC
+	// alone; WatchdogAction overrides [pfc] watchdog's action for it.
+	Watchdog       *bool   `toml:"watchdog"`
+	WatchdogAction *string `toml:"watchdog_action"`
 }
 
 // QoSECN is a TC's WRED-ECN profile, qos.ECN as sizes in the file.
@@ -522,6 +526,7 @@ func (b qosBuild) port(i int, g qos.Config) qos.Config {
 		}
 		seen[n] = j
 		b.tc(tp, t, n, &pc.TC[n])
+		b.tcWatchdog(tp, t, n, &pc.Watchdog)
 	}
 	return pc
 }
@@ -559,6 +564,28 @@ func (b qosBuild) tc(p path, t *QoSTC, n int, tc *qos.TCConfig) {
 	b.size(p.key("max_burst"), t.MaxBurst, &tc.MaxBurst, qos.MaxBurst)
 	if t.MaxBurst != nil && tc.MaxRate == 0 && (b.c == nil || !b.c.failed(p.key("max_rate"))) {
 		b.errorf(p.key("max_burst"), "has no effect without a max_rate")
+	}
+}
+
+// tcWatchdog applies a [[qos.port.tc]]'s watchdog keys to the port's
+// watchdog configuration.
+func (b qosBuild) tcWatchdog(p path, t *QoSTC, n int, wd *qos.WatchdogConfig) {
+	bit := uint8(1) << n
+	if t.Watchdog != nil {
+		if *t.Watchdog {
+			wd.Off &^= bit
+		} else {
+			wd.Off |= bit
+		}
+	}
+	if t.WatchdogAction != nil {
+		a, err := qos.ParseWatchdogAction(*t.WatchdogAction)
+		if err != nil {
+			b.errorf(p.key("watchdog_action"), "%q is not one of drop, forward, alert", *t.WatchdogAction)
+			return
+		}
+		wd.TCActionSet |= bit
+		wd.TCAction[n] = a
 	}
 }
 

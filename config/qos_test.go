@@ -171,6 +171,13 @@ func TestQoSOverrides(t *testing.T) {
 			lines: []string{`[qos]`, `preset = "nvidia-roce"`,
 				`[[qos.port]]`, `name = "b"`, `[[qos.port.tc]]`, `tc = 0`, `weight = 20`},
 			port: func(c *qos.Config) { c.TC[0].Weight = 20 }},
+		{name: "port tc watchdog", base: qos.NVIDIARoCE,
+			lines: []string{`[qos]`, `preset = "nvidia-roce"`,
+				`[[qos.port]]`, `name = "b"`, `[[qos.port.tc]]`, `tc = 3`, `watchdog = false`, `watchdog_action = "alert"`},
+			port: func(c *qos.Config) {
+				c.Watchdog.Off = 1 << 3
+				c.Watchdog.TCActionSet, c.Watchdog.TCAction[3] = 1<<3, qos.ActionAlert
+			}},
 		{name: "port tc limit and ecn max", base: qos.NVIDIARoCE,
 			lines: []string{`[qos]`, `preset = "nvidia-roce"`,
 				`[[qos.port]]`, `name = "b"`, `[[qos.port.tc]]`, `tc = 3`, `limit = "8MiB"`, `ecn = { max = "2MB" }`},
@@ -447,6 +454,10 @@ var qosErrorCases = []struct {
 		/* 37 */ `name = "a"`,
 		/* 38 */ `rate = "0"`,
 		/* 39 */ `burst = "1GiB"`,
+		/* 40 */ `[[qos.port.tc]]`,
+		/* 41 */ `tc = 3`,
+		/* 42 */ `watchdog_action = "log"`,
+		/* 43 */ `watchdog = "off"`,
 	), []string{
 		`t.toml:16: qos.port[0].rate: "25GBps" is not a rate (bps, Kbps, Mbps, Gbps, Tbps) or "unlimited": unit "GBps" is bytes per second; rates are bits per second` + "\x00",
 		`t.toml:17: qos.port[0].burst: "64Kb" is not a size (B, KB, MB, GB, KiB, MiB, GiB): unit "Kb" is in bits; sizes are bytes` + "\x00",
@@ -461,6 +472,8 @@ var qosErrorCases = []struct {
 		`t.toml:35: qos.port[0].tc[5].ecn: expected a table, got string` + "\x00",
 		`t.toml:38: qos.port[1].rate: "0" would stop all traffic; write "unlimited" for no shaping` + "\x00",
 		`t.toml:39: qos.port[1].burst: "1GiB" is above 512MiB` + "\x00",
+		`t.toml:42: qos.port[1].tc[0].watchdog_action: "log" is not one of drop, forward, alert` + "\x00",
+		`t.toml:43: qos.port[1].tc[0].watchdog: expected a boolean, got string` + "\x00",
 	}},
 
 	{"qos.port.tc ecn and shaper", qosWith(
