@@ -86,6 +86,7 @@ type portShared struct {
 // egress is one worker's queues on one port.
 type egress struct {
 	port     uint16
+	senders  int // workers sharing the port's rate
 	sched    *qos.Scheduler
 	wd       *qos.Watchdog
 	rx       *qos.PFCRx // mirror of the port's pause board
@@ -192,17 +193,22 @@ func (w *Worker) initQoS(spec *QoSSpec, shared map[uint16]*portShared, targets [
 	return nil
 }
 
+// splitRate gives one of senders workers its share of c's shapers.
+func splitRate(c *qos.Config, senders int) {
+	if n := uint64(max(senders, 1)); n > 1 {
+		c.Rate /= n
+		for i := range c.TC {
+			c.TC[i].MaxRate /= n
+		}
+	}
+}
+
 // newEgress builds one port's queues with their rings in DPDK memory.
 // Each TC gets room for its byte limit in minimum-size frames, but never
 // more slots than the socket has mbufs.
 func newEgress(pc *QoSPort, port uint16, socket int, sh *portShared, lcore, maxSlots int) (egress, error) {
 	cfg := pc.Config
-	if n := uint64(max(sh.senders, 1)); n > 1 {
-		cfg.Rate /= n
-		for i := range cfg.TC {
-			cfg.TC[i].MaxRate /= n
-		}
-	}
+	splitRate(&cfg, sh.senders)
 	var sizes [qos.NumTC]int
 	total := 0
 	for i := range cfg.TC {
@@ -239,7 +245,7 @@ func newEgress(pc *QoSPort, port uint16, socket int, sh *portShared, lcore, maxS
 		dpdk.FreeMem(mem)
 		return egress{}, err
 	}
-	return egress{port: port, sched: s, wd: wd, rx: rx, board: &sh.board, mem: mem,
+	return egress{port: port, senders: sh.senders, sched: s, wd: wd, rx: rx, board: &sh.board, mem: mem,
 		tcToPrio: cfg.TCToPrio(), lossless: cfg.LosslessTCs()}, nil
 }
 

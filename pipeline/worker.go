@@ -86,6 +86,9 @@ type Worker struct {
 	qs       *qosStage  // ModeRoCE with QoS only
 	clock    tscClock
 	now      int64 // unix ns at the start of the current poll (roce mode)
+	// next carries tables from Update until the worker takes them.
+	next        atomic.Pointer[workerTables]
+	tableErrors atomic.Uint64
 }
 
 // Poll is one step of the loop: a burst in from every rx queue of the
@@ -159,6 +162,9 @@ func (w *Worker) Loop() {
 	for !w.stop.Load() {
 		w.Poll()
 		w.serveSnapshot()
+		if w.next.Load() != nil {
+			w.takeTables()
+		}
 	}
 	if w.qs != nil {
 		w.drainQoS()
