@@ -24,6 +24,7 @@ type roceStage struct {
 	pub           []rocestats.Counters // published copy (snapshot handshake)
 	qp            *qpstats.Table
 	qpSnap        qpSnapshot
+	qpReset       atomic.Bool // the control plane asks for an empty QP table
 }
 
 func (w *Worker) initRoCE(spec *RoCESpec, rxQueues int) {
@@ -126,6 +127,10 @@ type qpSnapshot struct {
 const qpChunk = 256
 
 func (rs *roceStage) serveQP() {
+	if rs.qpReset.Load() {
+		rs.qp.Reset()
+		rs.qpReset.Store(false)
+	}
 	s := &rs.qpSnap
 	if s.active == 0 {
 		r := s.req.Load()

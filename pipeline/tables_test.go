@@ -93,3 +93,47 @@ func TestUpdateWhileForwarding(t *testing.T) {
 	}
 	closeRing(t, p, set)
 }
+
+// "set fwd roce" on a stopped io pipeline classifies from the next start;
+// emptying the QP tables under a running worker leaves them empty until
+// packets arrive again.
+func TestSetModeAndResetQP(t *testing.T) {
+	cfg, set := openPorts(t, "io", "net_ring%d")
+	p := newPipeline(t, cfg, set)
+	w := primeRing(t, p, set)
+	id := uint16(set.Ports[0].ID)
+	if err := p.SetMode(ModeRoCE); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetMode(ModeIO); err == nil {
+		t.Error("mode changed while forwarding")
+	}
+	waitPackets(t, p, 10_000)
+	if c := p.RoCEByPort()[id]; c == nil || c.RoCE == 0 {
+		t.Fatalf("roce mode counted %+v", c)
+	}
+	if flows, _ := p.QPFlows(); len(flows) == 0 {
+		t.Fatal("no QP flows")
+	}
+	// Running: the flow starts counting again from zero.
+	atReset := w.Stats().Packets
+	p.ResetQPTables()
+	flows, _ := p.QPFlows()
+	var sum uint64
+	for _, f := range flows {
+		sum += f.Packets
+	}
+	after := w.Stats().Packets
+	if len(flows) == 0 || sum > after-atReset {
+		t.Errorf("reset at %d packets, %d now, yet the flows hold %d", atReset, after, sum)
+	}
+	p.Stop()
+	p.ResetQPTables()
+	if flows, st := p.QPFlows(); len(flows) != 0 || st.Used != 0 {
+		t.Errorf("after reset: %d flows, %d used", len(flows), st.Used)
+	}
+	closeRing(t, p, set)
+}

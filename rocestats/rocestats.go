@@ -87,27 +87,34 @@ func (c *Counters) MalformedTotal() uint64 {
 }
 
 // Merge adds o into c.
-func (c *Counters) Merge(o *Counters) {
-	c.Bytes += o.Bytes
-	c.RoCE += o.RoCE
-	c.RoCEBytes += o.RoCEBytes
-	c.Other += o.Other
-	c.IPv6 += o.IPv6
+func (c *Counters) Merge(o *Counters) { c.each(o, func(a *uint64, b uint64) { *a += b }) }
+
+// Sub takes o's counts away from c: what was counted since o was copied
+// from the same counters (the baseline of a "clear").
+func (c *Counters) Sub(o *Counters) { c.each(o, func(a *uint64, b uint64) { *a -= b }) }
+
+// each calls f on every counter of c with the same counter of o.
+func (c *Counters) each(o *Counters, f func(a *uint64, b uint64)) {
+	f(&c.Bytes, o.Bytes)
+	f(&c.RoCE, o.RoCE)
+	f(&c.RoCEBytes, o.RoCEBytes)
+	f(&c.Other, o.Other)
+	f(&c.IPv6, o.IPv6)
 	for i := range c.Opcodes {
-		c.Opcodes[i] += o.Opcodes[i]
+		f(&c.Opcodes[i], o.Opcodes[i])
 	}
 	for i := range c.ECN {
-		c.ECN[i] += o.ECN[i]
+		f(&c.ECN[i], o.ECN[i])
 	}
-	c.ICRCOK += o.ICRCOK
-	c.ICRCBad += o.ICRCBad
+	f(&c.ICRCOK, o.ICRCOK)
+	f(&c.ICRCBad, o.ICRCBad)
 	for i := range c.Malformed {
-		c.Malformed[i] += o.Malformed[i]
+		f(&c.Malformed[i], o.Malformed[i])
 	}
-	c.PFC += o.PFC
-	c.Pause += o.Pause
+	f(&c.PFC, o.PFC)
+	f(&c.Pause, o.Pause)
 	for i := range c.TC {
-		c.TC[i] += o.TC[i]
+		f(&c.TC[i], o.TC[i])
 	}
 }
 

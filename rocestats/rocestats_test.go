@@ -51,6 +51,10 @@ func TestAddCountsTheDemoMix(t *testing.T) {
 	if twice.Frames() != 2*c.Frames() || twice.Opcodes[4] != 2*c.Opcodes[4] || twice.TC != [8]uint64{2 * c.TC[0], 2 * c.TC[1], 2 * c.TC[2], 2 * c.TC[3], 2 * c.TC[4], 2 * c.TC[5], 2 * c.TC[6], 2 * c.TC[7]} {
 		t.Errorf("merge")
 	}
+	twice.Sub(&c)
+	if twice != c {
+		t.Errorf("merge twice then sub once: %+v, want %+v", twice, c)
+	}
 }
 
 func TestBadICRCAndMalformed(t *testing.T) {

@@ -1,0 +1,63 @@
+package pipeline
+
+import (
+	"errors"
+	"time"
+)
+
+// SetMode changes the forwarding mode of a stopped pipeline, like
+// testpmd's "set fwd" (which also wants forwarding stopped first). A
+// pipeline built with egress QoS stays in roce mode: its queues hang off
+// the classifier.
+func (p *Pipeline) SetMode(m Mode) error {
+	if p.running {
+		return errors.New("forwarding is running: stop it first")
+	}
+	if p.Spec.QoS != nil && m != ModeRoCE {
+		return errors.New("egress QoS is configured, which needs the roce mode's classifier: remove [qos]/[pfc] and restart to use io or mac")
+	}
+	for _, w := range p.Workers {
+		if m == ModeRoCE && w.rs == nil {
+			w.initRoCE(&p.Spec.RoCE, len(w.rx))
+		}
+		w.mode = m
+	}
+	p.Spec.Mode = m
+	return nil
+}
+
+// Sub is s with base's counts taken away: what was counted since base
+// was taken from the same worker.
+func (s LcoreStats) Sub(base LcoreStats) LcoreStats {
+	s.Packets -= base.Packets
+	s.Bursts -= base.Bursts
+	s.EmptyPolls -= base.EmptyPolls
+	s.BusyCycles -= base.BusyCycles
+	for i := range s.Hist {
+		s.Hist[i] -= base.Hist[i]
+	}
+	for i := range s.Drops {
+		s.Drops[i] -= base.Drops[i]
+	}
+	return s
+}
+
+// ResetQPTables empties every worker's QP table: a running worker does it
+// between two polls.
+func (p *Pipeline) ResetQPTables() {
+	for _, w := range p.Workers {
+		rs := w.rs
+		if rs == nil || rs.qp == nil {
+			continue
+		}
+		rs.qpReset.Store(true)
+		deadline := time.Now().Add(time.Second)
+		for rs.qpReset.Load() && w.looping.Load() && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		if !w.looping.Load() && rs.qpReset.Load() {
+			rs.qp.Reset()
+			rs.qpReset.Store(false)
+		}
+	}
+}
