@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"roce-fwd/config"
@@ -55,6 +56,8 @@ type Daemon struct {
 	pfcPools []*dpdk.Mempool
 	evStop   chan struct{}
 	evDone   chan struct{}
+	mu       sync.Mutex // serialises the control operations (control.go)
+	base     baseline
 }
 
 // Start brings the dataplane up and starts forwarding.
@@ -229,7 +232,7 @@ func (d *Daemon) bringUp() error {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	d.Pipe = pipe
-	return d.StartForwarding()
+	return d.startForwarding()
 }
 
 // RoCESpec is the "roce" stage's configuration from [roce] and [qos].
@@ -244,8 +247,8 @@ func RoCESpec(cfg *config.Config) pipeline.RoCESpec {
 	}
 }
 
-// StartForwarding (re)starts the ports and the workers.
-func (d *Daemon) StartForwarding() error {
+// startForwarding (re)starts the ports and the workers.
+func (d *Daemon) startForwarding() error {
 	if err := d.Ports.Start(); err != nil {
 		return err
 	}
@@ -313,9 +316,16 @@ func (d *Daemon) confineRuntime() {
 	d.log.Debug("runtime threads kept off worker CPUs", "threads", n, "cpus", numa.FormatCPUList(cpus))
 }
 
-// StopForwarding stops the workers; every packet they hold is sent or
-// freed. Ports keep running (and counting rx_missed) like testpmd's stop.
+// StopForwarding stops the workers if they run; every packet they hold
+// is sent or freed. Ports keep running (and counting rx_missed) like
+// testpmd's stop.
 func (d *Daemon) StopForwarding() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopForwarding()
+}
+
+func (d *Daemon) stopForwarding() {
 	if d.Pipe.Running() {
 		d.Pipe.Stop()
 		d.Stopped = time.Now()
@@ -331,9 +341,11 @@ func (d *Daemon) stopEvents() {
 	}
 }
 
-// Stop stops forwarding, closes the ports, checks that every mbuf came
+// Close stops forwarding, closes the ports, checks that every mbuf came
 // back, and releases EAL.
-func (d *Daemon) Stop() error {
+func (d *Daemon) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	return d.shutdown()
 }
 

@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"fmt"
+
 	"path/filepath"
+	"roce-fwd/config"
 	"strings"
 	"time"
 
@@ -48,19 +50,12 @@ func (d *Daemon) qosSpec(set *ports.Set, sysRoot string) (*pipeline.QoSSpec, err
 	}
 	d.PFC = nil
 	for _, p := range set.Ports {
-		qc := cfg.PortQoS(p.Name)
+		qc := portQoS(cfg, p)
 		link, err := p.ID.Link(false)
 		if err != nil {
 			d.log.Warn("link status", "port", p.Name, "err", err)
 		}
 		linkBps := uint64(link.SpeedMbps) * 1e6
-		if !cfg.PortRateSet(p.Name) {
-			if p.Cfg.PCI != "" {
-				qc.Rate = linkBps
-			} else {
-				qc.Rate = 0
-			}
-		}
 		speed := qc.Rate
 		if speed == 0 {
 			speed = linkBps
@@ -91,6 +86,22 @@ func (d *Daemon) qosSpec(set *ports.Set, sysRoot string) (*pipeline.QoSSpec, err
 			"pfc", res.Mode, "ecn", ecnSummary(&qc))
 	}
 	return spec, nil
+}
+
+// portQoS is port p's egress QoS under cfg, its shaper at the
+// configured rate, else at a NIC's link speed; a virtual device's made-up
+// speed is not a limit.
+func portQoS(cfg *config.Config, p *ports.Port) qos.Config {
+	qc := cfg.PortQoS(p.Name)
+	if !cfg.PortRateSet(p.Name) {
+		qc.Rate = 0
+		if p.Cfg.PCI != "" {
+			if link, err := p.ID.Link(false); err == nil {
+				qc.Rate = uint64(link.SpeedMbps) * 1e6
+			}
+		}
+	}
+	return qc
 }
 
 func (d *Daemon) logPFC(r hwpfc.Result) {

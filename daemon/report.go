@@ -94,11 +94,19 @@ type LcoreReport struct {
 
 // Report collects the counters now, with port rates since the previous
 // Report ("since last show"). The duration is since forwarding started.
-func (d *Daemon) Report() Report { return d.report(true) }
+func (d *Daemon) Report() Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.report(true)
+}
 
 // Snapshot is Report without rates and without moving the "since last
 // show" mark: for Prometheus and DPDK telemetry.
-func (d *Daemon) Snapshot() Report { return d.report(false) }
+func (d *Daemon) Snapshot() Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.report(false)
+}
 
 func (d *Daemon) report(rates bool) Report {
 	end := time.Now()
@@ -112,6 +120,9 @@ func (d *Daemon) report(rates bool) Report {
 		for _, t := range w.TxQueues() {
 			txDropped[t.Port] += t.Dropped
 		}
+	}
+	for port, n := range d.base.txDropped {
+		txDropped[port] -= n
 	}
 	for _, p := range d.Ports.Ports {
 		var snap ports.Snapshot
@@ -137,6 +148,9 @@ func (d *Daemon) report(rates bool) Report {
 		r.Drops[i.String()] = 0
 	}
 	for _, s := range d.Pipe.Stats() {
+		if b, ok := d.base.lcores[s.Lcore]; ok {
+			s = s.Sub(b)
+		}
 		lr := LcoreReport{Lcore: s.Lcore, Socket: s.Socket, Queues: s.Queues, Packets: s.Packets,
 			CyclesPerPacket: s.CyclesPerPacket(), BusyCycles: s.BusyCycles, Bursts: s.Bursts, EmptyPolls: s.EmptyPolls,
 			BurstHist: map[string]uint64{}}
@@ -169,6 +183,9 @@ func (d *Daemon) report(rates bool) Report {
 		byPort := d.Pipe.RoCEByPort()
 		for _, p := range d.Ports.Ports {
 			if c, ok := byPort[uint16(p.ID)]; ok {
+				if b, ok := d.base.roce[uint16(p.ID)]; ok {
+					c.Sub(&b)
+				}
 				r.RoCE.Ports = append(r.RoCE.Ports, PortRoCE{Name: p.Name, Report: c.Report()})
 			}
 		}

@@ -101,7 +101,7 @@ func cmdRun(args []string, log *slog.Logger) int {
 			rc = 1
 		}
 	}
-	if err := d.Stop(); err != nil {
+	if err := d.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "roce-fwd: shutdown:", err)
 		rc = 1
 	}

@@ -1,0 +1,122 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// Change is one key whose value differs between two configurations,
+// named as in the file ("port[1].rx_desc", "qos.dscp_to_tc.26").
+type Change struct {
+	Key      string
+	Old, New string // "" for absent
+}
+
+func (c Change) String() string {
+	return fmt.Sprintf("%s: %s → %s", c.Key, orAbsent(c.Old), orAbsent(c.New))
+}
+
+func orAbsent(s string) string {
+	if s == "" {
+		return "(unset)"
+	}
+	return s
+}
+
+// Diff lists every key whose value differs from a to b, in file order.
+func Diff(a, b *Config) []Change {
+	var out []Change
+	diffValue(&out, "", reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem())
+	return out
+}
+
+func diffValue(out *[]Change, key string, a, b reflect.Value) {
+	switch a.Kind() {
+	case reflect.Pointer:
+		switch {
+		case a.IsNil() && b.IsNil():
+		case a.IsNil() || b.IsNil():
+			*out = append(*out, Change{key, render(a), render(b)})
+		default:
+			diffValue(out, key, a.Elem(), b.Elem())
+		}
+	case reflect.Struct:
+		t := a.Type()
+		for i := 0; i < t.NumField(); i++ {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ",")
+			if name == "-" || name == "" || !t.Field(i).IsExported() {
+				continue
+			}
+			diffValue(out, join(key, name), a.Field(i), b.Field(i))
+		}
+	case reflect.Slice:
+		if a.Type().Elem().Kind() != reflect.Struct {
+			if !reflect.DeepEqual(a.Interface(), b.Interface()) {
+				*out = append(*out, Change{key, render(a), render(b)})
+			}
+			return
+		}
+		for i := 0; i < max(a.Len(), b.Len()); i++ {
+			k := fmt.Sprintf("%s[%d]", key, i)
+			switch {
+			case i >= a.Len():
+				*out = append(*out, Change{k, "", render(b.Index(i))})
+			case i >= b.Len():
+				*out = append(*out, Change{k, render(a.Index(i)), ""})
+			default:
+				diffValue(out, k, a.Index(i), b.Index(i))
+			}
+		}
+	case reflect.Map:
+		keys := map[string]reflect.Value{}
+		for _, m := range []reflect.Value{a, b} {
+			for _, k := range m.MapKeys() {
+				keys[fmt.Sprint(k.Interface())] = k
+			}
+		}
+		names := make([]string, 0, len(keys))
+		for n := range keys {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			va, vb := a.MapIndex(keys[n]), b.MapIndex(keys[n])
+			if !va.IsValid() || !vb.IsValid() || !reflect.DeepEqual(va.Interface(), vb.Interface()) {
+				*out = append(*out, Change{key + "." + n, render(va), render(vb)})
+			}
+		}
+	default:
+		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
+			*out = append(*out, Change{key, render(a), render(b)})
+		}
+	}
+}
+
+func join(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+// render writes a value the way the file would.
+func render(v reflect.Value) string {
+	if !v.IsValid() {
+		return ""
+	}
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return ""
+		}
+		v = v.Elem()
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return fmt.Sprintf("%q", v.String())
+	case reflect.Struct:
+		return "{…}"
+	}
+	return fmt.Sprint(v.Interface())
+}
