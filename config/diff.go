@@ -37,6 +37,10 @@ func diffValue(out *[]Change, key string, a, b reflect.Value) {
 	case reflect.Pointer:
 		switch {
 		case a.IsNil() && b.IsNil():
+		case a.IsNil() && b.Elem().Kind() == reflect.Struct:
+			diffValue(out, key, reflect.Zero(b.Type().Elem()), b.Elem())
+		case b.IsNil() && a.Elem().Kind() == reflect.Struct:
+			diffValue(out, key, a.Elem(), reflect.Zero(a.Type().Elem()))
 		case a.IsNil() || b.IsNil():
 			*out = append(*out, Change{key, render(a), render(b)})
 		default:
@@ -58,13 +62,16 @@ func diffValue(out *[]Change, key string, a, b reflect.Value) {
 			}
 			return
 		}
+		// A table added or removed is listed key by key against an
+		// empty one.
+		zero := reflect.Zero(a.Type().Elem())
 		for i := 0; i < max(a.Len(), b.Len()); i++ {
 			k := fmt.Sprintf("%s[%d]", key, i)
 			switch {
 			case i >= a.Len():
-				*out = append(*out, Change{k, "", render(b.Index(i))})
+				diffValue(out, k, zero, b.Index(i))
 			case i >= b.Len():
-				*out = append(*out, Change{k, render(a.Index(i)), ""})
+				diffValue(out, k, a.Index(i), zero)
 			default:
 				diffValue(out, k, a.Index(i), b.Index(i))
 			}

@@ -20,15 +20,19 @@ func TestDiff(t *testing.T) {
 	for _, c := range got {
 		keys = append(keys, c.Key)
 	}
-	want := []string{"port[2]", "qos.dscp_to_tc.10", "qos.dscp_to_tc.26", "qos.port[0]"}
+	want := []string{"port[2].name", "port[2].vdev", "port[2].rx_queues", "port[2].tx_queues", "port[2].rx_desc", "port[2].tx_desc",
+		"port[2].socket", "port[2].promiscuous", "port[2].peer_mac",
+		"qos.dscp_to_tc.10", "qos.dscp_to_tc.26", "qos.port[0].name", "qos.port[0].tc[0].tc", "qos.port[0].tc[0].ecn.min"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("keys %v, want %v (%v)", keys, want, got)
 	}
-	if s := got[2].String(); s != "qos.dscp_to_tc.26: 3 → 5" {
-		t.Errorf("change %q", s)
-	}
-	if s := got[1].String(); s != "qos.dscp_to_tc.10: (unset) → 1" {
-		t.Errorf("change %q", s)
+	for _, c := range []struct {
+		i    int
+		want string
+	}{{10, "qos.dscp_to_tc.26: 3 → 5"}, {9, "qos.dscp_to_tc.10: (unset) → 1"}, {13, `qos.port[0].tc[0].ecn.min: (unset) → "10KB"`}, {4, "port[2].rx_desc: 0 → 512"}} {
+		if s := got[c.i].String(); s != c.want {
+			t.Errorf("change %q, want %q", s, c.want)
+		}
 	}
 	if d := Diff(a, a); len(d) != 0 {
 		t.Errorf("self diff %v", d)

@@ -238,7 +238,11 @@ func (s *Shell) showPort(w []string, jsonOut bool) (string, error) {
 			fmt.Fprintf(&b, "  RX-packets: %-10d RX-missed: %-10d RX-bytes:  %d\n", p.RxPackets, p.RxMissed, p.RxBytes)
 			fmt.Fprintf(&b, "  RX-errors: %d\n  RX-nombuf:  %-10d\n", p.RxErrors, p.RxNoMbuf)
 			fmt.Fprintf(&b, "  TX-packets: %-10d TX-errors: %-10d TX-bytes:  %d\n", p.TxPackets, p.TxErrors, p.TxBytes)
-			fmt.Fprintf(&b, "\n  Throughput (since last show, %.3f s)\n", p.IntervalS)
+			if p.IntervalS > 0 {
+				fmt.Fprintf(&b, "\n  Throughput (since last show, %.3f s)\n", p.IntervalS)
+			} else {
+				fmt.Fprintf(&b, "\n  Throughput (first show: rates start from here)\n")
+			}
 			fmt.Fprintf(&b, "  Rx-pps: %12.0f          Rx-bps: %12.0f\n  Tx-pps: %12.0f          Tx-bps: %12.0f\n", p.RxPPS, p.RxBPS, p.TxPPS, p.TxBPS)
 			fmt.Fprintf(&b, "  ############################################################################\n")
 		}

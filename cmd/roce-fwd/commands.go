@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,11 +15,13 @@ import (
 	"time"
 
 	"roce-fwd/config"
+	"roce-fwd/console"
 	"roce-fwd/daemon"
 	"roce-fwd/demotraffic"
 	"roce-fwd/dpdk"
 	"roce-fwd/hugepages"
 	"roce-fwd/pcidev"
+	"roce-fwd/telemetry"
 )
 
 // loadConfig reads --config, or builds the embedded default whose demo
@@ -46,8 +50,9 @@ func loadConfig(path string) (cfg *config.Config, cleanup func(), err error) {
 }
 
 func cmdRun(args []string, log *slog.Logger) int {
-	fs := newFlagSet("run", "[--config FILE] [--duration D] [--stats-json FILE] [--stats-period D]")
+	fs := newFlagSet("run", "[--config FILE] [-i] [--duration D] [--stats-json FILE] [--stats-period D]")
 	cfgPath := fs.String("config", "", "TOML config file (default: the built-in demo on virtual devices)")
+	interactive := fs.Bool("i", false, "open the console on this terminal (quit stops roce-fwd)")
 	duration := fs.Duration("duration", 0, "stop cleanly after this long (0: run until SIGINT/SIGTERM)")
 	statsJSON := fs.String("stats-json", "", "write the final statistics as JSON to this file")
 	period := fs.Duration("stats-period", 0, "print statistics this often while running (0: only at the end)")
@@ -76,9 +81,102 @@ func cmdRun(args []string, log *slog.Logger) int {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
+	sh := console.New(d)
+	closeCtl, err := startControl(ctx, d, sh, cfg, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "roce-fwd:", err)
+		d.Close()
+		return 1
+	}
+	defer closeCtl()
+	if *interactive {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := console.Interactive(sh, os.Stdin, os.Stdout, cfg.Console.History); err != nil {
+				log.Error("console", "err", err)
+			}
+		}()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			<-done
+			cancel()
+		}()
+		return runLoop(ctx, d, log, 0, *statsJSON)
+	}
+	return runLoop(ctx, d, log, *period, *statsJSON)
+}
+
+// startControl opens what lets an operator reach a running daemon: the
+// console socket, SIGHUP for reload, Prometheus and DPDK telemetry.
+func startControl(ctx context.Context, d *daemon.Daemon, sh *console.Shell, cfg *config.Config, log *slog.Logger) (func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	if path := cfg.Console.Socket; path != "" {
+		srv, err := console.Listen(path, sh, log)
+		if err != nil {
+			// The daemon still forwards; only remote attach is lost.
+			log.Warn("no console socket: roce-fwd console cannot attach", "err", err)
+		} else {
+			log.Info("console listening", "socket", srv.Path())
+			closers = append(closers, func() { srv.Close() })
+		}
+	}
+	if addr := cfg.Telemetry.Listen; addr != "" {
+		srv, err := telemetry.Serve(ctx, addr, d.Snapshot, log)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%s: telemetry.listen: %w", cfg.File, err)
+		}
+		log.Info("Prometheus metrics", "url", "http://"+srv.Addr()+"/metrics")
+		closers = append(closers, func() { srv.Close() })
+	}
+	if cfg.Telemetry.DPDK {
+		if err := telemetry.RegisterDPDK(d.Snapshot); err != nil {
+			log.Warn("DPDK telemetry: /roce/* commands not registered", "err", err)
+		} else if sock := dpdk.TelemetrySocket(); sock != "" {
+			log.Info("DPDK telemetry", "socket", sock, "commands", "/roce/stats /roce/qos /roce/pfc /roce/lcores")
+		}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	stopHup := make(chan struct{})
+	hupDone := make(chan struct{})
+	go func() {
+		defer close(hupDone)
+		for {
+			select {
+			case <-stopHup:
+				return
+			case <-hup:
+				changes, err := d.Reload()
+				if err != nil {
+					log.Error("SIGHUP: config not reloaded", "err", err)
+					continue
+				}
+				log.Info("SIGHUP: config reloaded", "changes", len(changes))
+			}
+		}
+	}()
+	closers = append(closers, func() {
+		signal.Stop(hup)
+		close(stopHup)
+		<-hupDone
+	})
+	return closeAll, nil
+}
+
+// runLoop forwards until ctx ends, printing stats every period, then
+// stops, prints and writes the final stats and shuts down.
+func runLoop(ctx context.Context, d *daemon.Daemon, log *slog.Logger, period time.Duration, statsJSON string) int {
 	var tick <-chan time.Time
-	if *period > 0 {
-		t := time.NewTicker(*period)
+	if period > 0 {
+		t := time.NewTicker(period)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -95,8 +193,8 @@ func cmdRun(args []string, log *slog.Logger) int {
 	rep := d.Report()
 	rep.WriteText(os.Stdout)
 	rc := 0
-	if *statsJSON != "" {
-		if err := writeJSONFile(*statsJSON, rep); err != nil {
+	if statsJSON != "" {
+		if err := writeJSONFile(statsJSON, rep); err != nil {
 			fmt.Fprintln(os.Stderr, "roce-fwd:", err)
 			rc = 1
 		}
@@ -106,6 +204,39 @@ func cmdRun(args []string, log *slog.Logger) int {
 		rc = 1
 	}
 	return rc
+}
+
+func cmdConsole(args []string, _ *slog.Logger) int {
+	fs := newFlagSet("console", "[--socket PATH] [--json] [COMMAND...]")
+	socket := fs.String("socket", config.DefaultConsoleSocket, "the daemon's console socket ([console] socket)")
+	jsonOut := fs.Bool("json", false, "ask show commands for JSON")
+	history := fs.String("history", "~/.roce-fwd_history", "history file of the interactive console (\"\" for none)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsage
+	}
+	cl, err := console.Dial(*socket)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "roce-fwd console:", err)
+		return 1
+	}
+	defer cl.Close()
+	if fs.NArg() == 0 {
+		if err := console.Interactive(cl, os.Stdin, os.Stdout, *history); err != nil {
+			fmt.Fprintln(os.Stderr, "roce-fwd console:", err)
+			return 1
+		}
+		return 0
+	}
+	out, err := cl.Exec(strings.Join(fs.Args(), " "), *jsonOut)
+	fmt.Print(out)
+	if err != nil && !errors.Is(err, console.ErrQuit) {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
 
 func writeJSONFile(path string, rep daemon.Report) error {
