@@ -67,15 +67,16 @@ func cmdRun(args []string, log *slog.Logger) int {
 	defer cleanup()
 	log.Info("roce-fwd starting", "version", buildVersion(), "config", cfg.File, "mode", cfg.Pipeline.Mode)
 
+	// Signals first: a SIGINT while EAL and the ports come up (seconds on
+	// a big machine) stops roce-fwd cleanly once they are up.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	d, err := daemon.Start(cfg, daemon.Options{Log: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "roce-fwd:", err)
 		return 1
 	}
 	fmt.Print(d.Plan.String())
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	if *duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *duration)
