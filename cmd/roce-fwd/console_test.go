@@ -407,29 +407,41 @@ ecn = { min = "40KB", max = "4KB", probability = 2 }
 	}
 }
 
+// startPTY runs cmd on a pseudo-terminal and returns it with a function
+// that waits (up to 20 s) until the session shows want. A terminal has a
+// width; readline completes only when it knows it.
+func startPTY(t *testing.T, cmd *exec.Cmd, stderr *syncBuffer) (*os.File, func(want string)) {
+	t.Helper()
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tty.Close() })
+	out := &syncBuffer{}
+	go io.Copy(out, tty)
+	return tty, func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(out.String(), want) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				log := ""
+				if stderr != nil {
+					log = stderr.String()
+				}
+				t.Fatalf("no %q in the session:\n%s\n%s", want, out.String(), log)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
 // The interactive console through a terminal: prompt, abbreviations,
 // Tab completion, errors, quit leaving the daemon running.
 func TestConsoleInteractivePTY(t *testing.T) {
 	r := startDaemon(t, "", "")
 	cmd := exec.Command(binary, "console", "--socket", r.sock, "--history", filepath.Join(t.TempDir(), "hist"))
-	// A terminal has a width; readline completes only when it knows it.
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tty.Close()
-	var out syncBuffer
-	go io.Copy(&out, tty)
-	expect := func(want string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(out.String(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the session:\n%s", want, out.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	tty, expect := startPTY(t, cmd, nil)
 	expect("roce-fwd> ")
 	io.WriteString(tty, "sh po su all\r")
 	expect("Number of available ports: 2")
@@ -537,24 +549,7 @@ func TestRunInteractive(t *testing.T) {
 	cmd := exec.Command(binary, "run", "-i", "--config", cfg)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tty.Close()
-	var out syncBuffer
-	go io.Copy(&out, tty)
-	expect := func(want string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !strings.Contains(out.String(), want) {
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("no %q:\n%s\n%s", want, out.String(), stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	tty, expect := startPTY(t, cmd, &stderr)
 	expect("roce-fwd> ")
 	io.WriteString(tty, "show config fwd\r")
 	expect("RX P=0/Q=0 (in) -> TX P=1 (out)")
