@@ -440,7 +440,8 @@ func startPTY(t *testing.T, cmd *exec.Cmd, stderr *syncBuffer) (*os.File, func(w
 // Tab completion, errors, quit leaving the daemon running.
 func TestConsoleInteractivePTY(t *testing.T) {
 	r := startDaemon(t, "", "")
-	cmd := exec.Command(binary, "console", "--socket", r.sock, "--history", filepath.Join(t.TempDir(), "hist"))
+	hist := filepath.Join(t.TempDir(), "hist")
+	cmd := exec.Command(binary, "console", "--socket", r.sock, "--history", hist)
 	tty, expect := startPTY(t, cmd, nil)
 	expect("roce-fwd> ")
 	io.WriteString(tty, "sh po su all\r")
@@ -467,6 +468,10 @@ func TestConsoleInteractivePTY(t *testing.T) {
 	// The daemon is still there.
 	if res := r.console("show", "port", "summary", "all"); res.code != 0 {
 		t.Errorf("daemon gone after the client quit: %s", res.stderr)
+	}
+	// The history persisted, for the next session's up-arrow.
+	if h := string(readFileT(t, hist)); !strings.Contains(h, "sh po su all\n") || !strings.Contains(h, "show lcores\n") {
+		t.Errorf("history file:\n%s", h)
 	}
 }
 
