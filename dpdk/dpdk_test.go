@@ -31,15 +31,7 @@ func ringPort(t *testing.T, name string, pool *Mempool) Port {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Configure(1, 1, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.RxQueueSetup(0, 256, p.Socket(), pool); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.TxQueueSetup(0, 256, p.Socket()); err != nil {
-		t.Fatal(err)
-	}
+	setupQueues(t, p, pool)
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -312,7 +312,7 @@ func flowPort(t *testing.T, devargs string, pool *Mempool) Port {
 		t.Fatal(err)
 	}
 	closeAtEnd(t, p)
-	flowSetup(t, p, pool)
+	setupQueues(t, p, pool)
 	return p
 }
 
@@ -325,7 +325,8 @@ func closeAtEnd(t *testing.T, p Port) {
 	})
 }
 
-func flowSetup(t *testing.T, p Port, pool *Mempool) {
+// setupQueues configures one rx and one tx queue of 256 descriptors.
+func setupQueues(t *testing.T, p Port, pool *Mempool) {
 	t.Helper()
 	if err := p.Configure(1, 1, 0); err != nil {
 		t.Fatal(err)
@@ -490,7 +491,7 @@ func TestFlowTap(t *testing.T) {
 	if fe := wantFlowErr(t, "flow info before configure", err, syscall.EINVAL); !strings.Contains(fe.Error(), "configured port") {
 		t.Errorf("flow info before configure: %q does not say the port must be configured", fe)
 	}
-	flowSetup(t, p, pool)
+	setupQueues(t, p, pool)
 
 	// A flow engine without the template API.
 	_, err = p.FlowInfo()
