@@ -51,6 +51,9 @@ bench: build
 	@bash scripts/bench.sh $(BIN) $(BENCH_SECONDS)
 	@echo
 	$(GO) test -run '^$$' -bench 'Classify|ICRC|Stage|Observe' -benchtime 2s ./roce ./rocestats ./qpstats
+	@echo
+	@echo "software flow table: per-packet match on 1k rules, actions, insertion (rules/s)"
+	$(GO) test -run '^$$' -bench 'Match1k|Apply|Compile1k' -benchtime 2s ./flowrule
 
 # The built-in default config for a few seconds: a RoCEv2 capture replayed
 # through net_pcap into net_null, no NIC and no hugepages.
