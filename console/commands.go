@@ -440,10 +440,7 @@ func (s *Shell) showLcores(_ []string, jsonOut bool) (string, error) {
 	var rows []row
 	for _, l := range rep.Lcores {
 		r := row{LcoreReport: l}
-		p, had := prev.stats[l.Lcore]
-		if !had {
-			p = daemon.LcoreReport{}
-		}
+		p, had := prev.stats[l.Lcore] // zero on the first show: since start
 		iv := now.Sub(prev.at).Seconds()
 		if !had {
 			iv = rep.DurationS
@@ -882,11 +879,6 @@ func (s *Shell) setQoSECN(w []string, jsonOut bool) (string, error) {
 		return "", err
 	}
 	name, tc := s.portName(w[3]), atoi(w[4])
-	for _, v := range []string{w[6], w[8]} {
-		if _, err := qos.ParseSize(v); err != nil {
-			return "", fmt.Errorf("Bad arguments: %q is not a size (150KB, 1.5MB, 4MiB)", v)
-		}
-	}
 	prob, _ := strconv.ParseFloat(w[10], 64)
 	min, max := w[6], w[8]
 	enabled := true

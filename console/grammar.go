@@ -85,8 +85,18 @@ type argChecker func(kind, tok string) (string, error)
 type failure struct {
 	at   int    // index of the offending token; len(toks) when more were needed
 	msg  string // what was wrong
-	user bool   // msg is a complete sentence for the user (Invalid port ...)
+	kind failKind
 }
+
+type failKind uint8
+
+const (
+	failMismatch  failKind = iota // the token is not what the place accepts
+	failMissing                   // the line ended early
+	failExtra                     // words after a complete command
+	failAmbiguous                 // an abbreviation of several words
+	failUser                      // msg is a complete sentence for the user (Invalid port ...)
+)
 
 // matcher matches the tokens of one line against one syntax.
 type matcher struct {
@@ -100,9 +110,9 @@ type matcher struct {
 	complete bool
 }
 
-func (m *matcher) failAt(at int, user bool, format string, a ...any) {
+func (m *matcher) failAt(at int, kind failKind, format string, a ...any) {
 	if at >= m.fail.at || m.fail.msg == "" {
-		m.fail = failure{at: at, msg: fmt.Sprintf(format, a...), user: user}
+		m.fail = failure{at: at, msg: fmt.Sprintf(format, a...), kind: kind}
 	}
 }
 
@@ -130,7 +140,7 @@ func (m *matcher) walk(seq []node, i int, words []string, k func(i int, words []
 			}
 			return
 		}
-		m.failAt(i, false, "missing %s", describe(n))
+		m.failAt(i, failMissing, "missing %s", describe(n))
 		return
 	}
 	tok := m.toks[i]
@@ -153,7 +163,7 @@ func (m *matcher) walk(seq []node, i int, words []string, k func(i int, words []
 		m.walk(rest, i+1, append(slices.Clone(words), hits[0]), k)
 		return
 	case len(hits) > 1:
-		m.failAt(i, false, "%q is ambiguous: %s", tok, strings.Join(hits, ", "))
+		m.failAt(i, failAmbiguous, "%q is ambiguous: %s", tok, strings.Join(hits, ", "))
 		return
 	}
 	if n.arg != "" {
@@ -162,11 +172,15 @@ func (m *matcher) walk(seq []node, i int, words []string, k func(i int, words []
 			m.walk(rest, i+1, append(slices.Clone(words), v), k)
 			return
 		}
+		kind := failMismatch
 		var ue userError
-		m.failAt(i, errors.As(err, &ue), "%v", err)
+		if errors.As(err, &ue) {
+			kind = failUser
+		}
+		m.failAt(i, kind, "%v", err)
 		return
 	}
-	m.failAt(i, false, "%q is not %s", tok, describe(n))
+	m.failAt(i, failMismatch, "%q is not %s", tok, describe(n))
 }
 
 // describe names what a node accepts.
@@ -191,7 +205,7 @@ func (m *matcher) match(seq []node) {
 			if m.complete {
 				return
 			}
-			m.failAt(i, false, "unexpected %q", m.toks[i])
+			m.failAt(i, failExtra, "unexpected %q", m.toks[i])
 			return
 		}
 		m.ok, m.words = true, words

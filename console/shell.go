@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"roce-fwd/daemon"
+	"roce-fwd/qos"
 )
 
 // Command is one command of the grammar.
@@ -108,6 +109,10 @@ func (s *Shell) check(kind, tok string) (string, error) {
 		if f, err := strconv.ParseFloat(tok, 64); err != nil || f < 0 || f > 1 {
 			return "", fmt.Errorf("%q is not a probability (0..1)", tok)
 		}
+	case "size":
+		if _, err := qos.ParseSize(tok); err != nil {
+			return "", fmt.Errorf("%q is not a size (150KB, 1.5MB, 4MiB)", tok)
+		}
 	}
 	return tok, nil
 }
@@ -181,11 +186,11 @@ func (s *Shell) Resolve(toks []string) (*Command, []string, error) {
 			best, bestCmd = m.fail, c
 		}
 	}
-	if best.user {
+	if best.kind == failUser {
 		return nil, nil, errors.New(best.msg)
 	}
-	// A failure on the second word means no command has those words.
-	if best.at == 1 && !strings.HasPrefix(best.msg, "missing") && !strings.Contains(best.msg, "ambiguous") {
+	// A wrong second word means no command has those words.
+	if best.at == 1 && best.kind == failMismatch {
 		return nil, nil, ErrNotFound
 	}
 	return nil, nil, fmt.Errorf("Bad arguments: %s (usage: %s)", best.msg, bestCmd.Syntax)

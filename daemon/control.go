@@ -207,11 +207,17 @@ func (d *Daemon) Reload() ([]config.Change, error) {
 	return d.ApplyConfig(cfg)
 }
 
-// liveKeys match the config keys a running daemon applies without a
-// restart: the classification, forward and QoS tables (swapped under the
-// workers), the RoCE policies, promiscuous mode, and the forwarding mode
-// while forwarding is stopped.
-var liveKeys = regexp.MustCompile(`^(forward\b|roce\.(verify_icrc|bad_icrc|malformed)$|qos\.(trust|dscp_to_tc|pcp_to_tc|port)\b|pfc\b|port\[\d+\]\.promiscuous$|pipeline\.mode$)`)
+// liveKey reports whether a config key may change on a running daemon:
+// the classification, forward and QoS tables (swapped under the workers;
+// pipeline.Update refuses, with the reason, what the running queues
+// cannot take, such as a TC turning lossless), the RoCE policies,
+// promiscuous mode, and the forwarding mode while forwarding is stopped.
+// The PFC mode is not: it decides at start who owns PFC on the NIC.
+func liveKey(key string) bool {
+	return liveKeys.MatchString(key) && key != "qos.pfc_mode"
+}
+
+var liveKeys = regexp.MustCompile(`^(forward\b|roce\.(verify_icrc|bad_icrc|malformed)$|qos\.|pfc\b|port\[\d+\]\.promiscuous$|pipeline\.mode$)`)
 
 // ApplyConfig makes cfg the running configuration, or changes nothing
 // and says why: every change that needs a restart is listed; the
@@ -220,12 +226,16 @@ var liveKeys = regexp.MustCompile(`^(forward\b|roce\.(verify_icrc|bad_icrc|malfo
 func (d *Daemon) ApplyConfig(cfg *config.Config) ([]config.Change, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.applyConfig(cfg)
+}
+
+func (d *Daemon) applyConfig(cfg *config.Config) ([]config.Change, error) {
 	changes := config.Diff(d.Cfg, cfg)
 	var refused []string
 	modeChange := false
 	for _, c := range changes {
 		switch {
-		case !liveKeys.MatchString(c.Key):
+		case !liveKey(c.Key):
 			refused = append(refused, c.String())
 		case c.Key == "pipeline.mode":
 			modeChange = true
@@ -241,21 +251,29 @@ func (d *Daemon) ApplyConfig(cfg *config.Config) ([]config.Change, error) {
 	if len(changes) == 0 {
 		return nil, nil
 	}
+	var mode pipeline.Mode
 	if modeChange {
 		m, err := pipeline.ParseMode(cfg.Pipeline.Mode)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			err = d.Pipe.CheckMode(m)
 		}
-		if err := d.Pipe.SetMode(m); err != nil {
+		if err != nil {
 			return nil, fmt.Errorf("%s: pipeline.mode: %w", cfg.File, err)
 		}
+		mode = m
 	}
 	t, err := d.tables(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.File, err)
+		return nil, fmt.Errorf("%s: not applied, the running config is unchanged: %w", cfg.File, err)
 	}
 	if err := d.Pipe.Update(t); err != nil {
 		return nil, fmt.Errorf("%s: not applied, the running config is unchanged: %w", cfg.File, err)
+	}
+	if modeChange {
+		// CheckMode passed under the same lock: this cannot fail.
+		if err := d.Pipe.SetMode(mode); err != nil {
+			return nil, fmt.Errorf("%s: pipeline.mode: %w", cfg.File, err)
+		}
 	}
 	for _, p := range d.Ports.Ports {
 		i, ok := cfg.PortByName(p.Name)
@@ -317,29 +335,30 @@ func (d *Daemon) QoSConfig(name string) (qos.Config, bool) {
 }
 
 // EditConfig applies edit to a copy of the running config and applies
-// the result, checked like a file: the console's "set" commands.
+// the result, checked like a file: the console's "set" commands. The
+// daemon stays locked from copy to apply, so two clients' edits never
+// undo each other.
 func (d *Daemon) EditConfig(edit func(*config.Config) error) ([]config.Change, error) {
 	d.mu.Lock()
-	var buf strings.Builder
-	err := d.Cfg.Encode(&buf)
-	file := d.Cfg.File
-	d.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := config.Parse(file, []byte(buf.String()))
+	defer d.mu.Unlock()
+	// Encode then Parse is a deep copy, and checks the result like a file.
+	cfg, err := reparse(d.Cfg)
 	if err != nil {
 		return nil, fmt.Errorf("the running config does not parse back: %w", err)
 	}
 	if err := edit(cfg); err != nil {
 		return nil, err
 	}
-	buf.Reset()
-	if err := cfg.Encode(&buf); err != nil {
+	if cfg, err = reparse(cfg); err != nil {
 		return nil, err
 	}
-	if cfg, err = config.Parse(file, []byte(buf.String())); err != nil {
+	return d.applyConfig(cfg)
+}
+
+func reparse(c *config.Config) (*config.Config, error) {
+	var buf strings.Builder
+	if err := c.Encode(&buf); err != nil {
 		return nil, err
 	}
-	return d.ApplyConfig(cfg)
+	return config.Parse(c.File, []byte(buf.String()))
 }

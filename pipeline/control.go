@@ -10,11 +10,8 @@ import (
 // pipeline built with egress QoS stays in roce mode: its queues hang off
 // the classifier.
 func (p *Pipeline) SetMode(m Mode) error {
-	if p.running {
-		return errors.New("forwarding is running: stop it first")
-	}
-	if p.Spec.QoS != nil && m != ModeRoCE {
-		return errors.New("egress QoS is configured, which needs the roce mode's classifier: remove [qos]/[pfc] and restart to use io or mac")
+	if err := p.CheckMode(m); err != nil {
+		return err
 	}
 	for _, w := range p.Workers {
 		if m == ModeRoCE && w.rs == nil {
@@ -23,6 +20,17 @@ func (p *Pipeline) SetMode(m Mode) error {
 		w.mode = m
 	}
 	p.Spec.Mode = m
+	return nil
+}
+
+// CheckMode says why SetMode(m) would fail, if it would.
+func (p *Pipeline) CheckMode(m Mode) error {
+	if p.running {
+		return errors.New("forwarding is running: stop it first")
+	}
+	if p.Spec.QoS != nil && m != ModeRoCE {
+		return errors.New("egress QoS is configured, which needs the roce mode's classifier: remove [qos]/[pfc] and restart to use io or mac")
+	}
 	return nil
 }
 

@@ -86,6 +86,10 @@ func (p *Pipeline) Update(t Tables) error {
 		}
 		views[i] = v
 	}
+	var errsBefore uint64
+	for _, w := range p.Workers {
+		errsBefore += w.tableErrors.Load()
+	}
 	for i, w := range p.Workers {
 		w.next.Store(views[i])
 	}
@@ -100,6 +104,15 @@ func (p *Pipeline) Update(t Tables) error {
 		if w.next.Load() != nil {
 			return fmt.Errorf("lcore %d did not take the new tables within a second", w.Lcore)
 		}
+	}
+	var errsAfter uint64
+	for _, w := range p.Workers {
+		errsAfter += w.tableErrors.Load()
+	}
+	if errsAfter != errsBefore {
+		// The checks above missed a case: the workers run with part of
+		// the new tables, which the caller must hear of.
+		return fmt.Errorf("%d QoS reconfiguration(s) failed on the workers: the running QoS tables are partly updated", errsAfter-errsBefore)
 	}
 	p.Spec.RoCE = t.RoCE
 	for wi := range p.Spec.Workers {

@@ -90,17 +90,8 @@ func (s *Scheduler) Reconfigure(c *Config, now int64) error {
 			return fmt.Errorf("qos: TC%d would change between lossy and lossless, which needs a restart", i)
 		}
 	}
-	// Validate everything that can fail before changing anything.
-	var port TokenBucket
-	if err := port.Init(c.Rate, c.Burst, WireOverhead, now); err != nil {
-		return err
-	}
-	for i := range c.TC {
-		var w WRED
-		if err := w.Init(c.TC[i].ECN, c.TC[i].Lossless, 0); err != nil {
-			return err
-		}
-	}
+	// Validate covered what configure can refuse (ECN profiles, rate and
+	// burst bounds): nothing below fails halfway.
 	for i := range s.tc {
 		t := &s.tc[i]
 		t.q.limit = c.TC[i].Limit

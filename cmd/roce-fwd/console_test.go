@@ -376,6 +376,19 @@ ecn = { min = "40KB", max = "4KB", probability = 2 }
 		t.Errorf("restart-only reload: %d\n%s", res.code, res.stderr)
 	}
 
+	// A mode the QoS stage cannot run in is refused, with its line,
+	// before anything changes, even with forwarding stopped.
+	r.console("stop")
+	r.writeConfig(strings.Replace(rigConfig(r.prefix, pcap, r.sock, "", ""), `mode = "roce"`, `mode = "io"`, 1))
+	res = r.console("reload")
+	if res.code != 1 || !strings.Contains(res.stderr, `rf.toml:13: pipeline.mode: "io": QoS scheduling needs the "roce" mode's classifier`) {
+		t.Errorf("mode io with QoS: %d\n%s", res.code, res.stderr)
+	}
+	if min, _, _ := r.tc3(); min != 40_000 {
+		t.Errorf("a refused reload changed TC3 ECN min to %d", min)
+	}
+	r.console("start")
+
 	// SIGHUP: back to the preset's profile.
 	r.writeConfig(rigConfig(r.prefix, pcap, r.sock, "", ""))
 	r.cmd.Process.Signal(syscall.SIGHUP)
