@@ -31,10 +31,17 @@ const (
 	offDataLen    = 40
 	offVlanTCI    = 42
 	offHash       = 44
+	offFdirHi     = 48 // hash.fdir.hi: the flow director mark
 	offBufLen     = 54
 	offPool       = 56
 	offNext       = 64
 	mbufHeadroom  = C.RTE_PKTMBUF_HEADROOM
+)
+
+// ol_flags bits a PMD sets for a packet that hit a MARK or FLAG rule.
+const (
+	rxFDIR   uint64 = C.RTE_MBUF_F_RX_FDIR    // a flow rule matched (FLAG, or MARK)
+	rxFDIRID uint64 = C.RTE_MBUF_F_RX_FDIR_ID // hash.fdir.hi holds the MARK id
 )
 
 func checkMbufLayout() error {
@@ -56,6 +63,7 @@ func checkMbufLayout() error {
 		{"data_len", uintptr(l.data_len), offDataLen},
 		{"vlan_tci", uintptr(l.vlan_tci), offVlanTCI},
 		{"hash", uintptr(l.hash), offHash},
+		{"hash.fdir.hi", uintptr(l.fdir_hi), offFdirHi},
 		{"buf_len", uintptr(l.buf_len), offBufLen},
 		{"pool", uintptr(l.pool), offPool},
 		{"next", uintptr(l.next), offNext},
@@ -103,3 +111,26 @@ func (m *Mbuf) IsMACControl() bool {
 	p := (*[2]byte)(unsafe.Add(base, off+12))
 	return p[0] == 0x88 && p[1] == 0x08
 }
+
+// SetMark records a MARK action's id as mlx5 does on receive: hash.fdir.hi
+// holds the id and ol_flags says so (RTE_MBUF_F_RX_FDIR | _FDIR_ID). The
+// software flow stage uses it so that what follows sees the mark where a
+// NIC would have put it.
+func (m *Mbuf) SetMark(id uint32) {
+	*(*uint32)(m.at(offFdirHi)) = id
+	*(*uint64)(m.at(offOlFlags)) |= rxFDIR | rxFDIRID
+}
+
+// SetFlag records a FLAG action: RTE_MBUF_F_RX_FDIR without an id.
+func (m *Mbuf) SetFlag() { *(*uint64)(m.at(offOlFlags)) |= rxFDIR }
+
+// Mark is the MARK id of the packet, when a rule marked it.
+func (m *Mbuf) Mark() (id uint32, ok bool) {
+	if *(*uint64)(m.at(offOlFlags))&rxFDIRID == 0 {
+		return 0, false
+	}
+	return *(*uint32)(m.at(offFdirHi)), true
+}
+
+// Flagged reports whether a rule flagged or marked the packet.
+func (m *Mbuf) Flagged() bool { return *(*uint64)(m.at(offOlFlags))&rxFDIR != 0 }

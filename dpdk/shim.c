@@ -85,6 +85,7 @@ void rf_mbuf_layout(struct rf_mbuf_layout *l)
 	l->data_len = offsetof(struct rte_mbuf, data_len);
 	l->vlan_tci = offsetof(struct rte_mbuf, vlan_tci);
 	l->hash = offsetof(struct rte_mbuf, hash);
+	l->fdir_hi = offsetof(struct rte_mbuf, hash.fdir.hi);
 	l->buf_len = offsetof(struct rte_mbuf, buf_len);
 	l->pool = offsetof(struct rte_mbuf, pool);
 	l->next = offsetof(struct rte_mbuf, next);

@@ -73,8 +73,8 @@ uint64_t rf_rdtsc(void);
 /* Mbuf layout, for asserting the Go-side constants. */
 struct rf_mbuf_layout {
 	size_t size, buf_addr, data_off, refcnt, nb_segs, port, ol_flags,
-	       packet_type, pkt_len, data_len, vlan_tci, hash, buf_len,
-	       pool, next;
+	       packet_type, pkt_len, data_len, vlan_tci, hash, fdir_hi,
+	       buf_len, pool, next;
 };
 void rf_mbuf_layout(struct rf_mbuf_layout *l);
 
