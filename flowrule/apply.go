@@ -122,6 +122,40 @@ func Merge(states ...*State) []Counter {
 	return out
 }
 
+// Carry takes over, for each rule i of s's table with from[i] >= 0, the
+// counters of rule from[i] from old, so that a rule surviving a
+// recompilation keeps counting from where it was. Its meter's buckets are
+// carried too when both meters have the same parameters; a changed meter
+// starts full, as a new one would. Indices outside either table are
+// skipped. It does not allocate; old must be quiescent or owned by the
+// caller's lcore, like any State.
+func (s *State) Carry(old *State, from []int) {
+	if old == nil {
+		return
+	}
+	for i := range min(len(from), len(s.counters)) {
+		j := from[i]
+		if j < 0 || j >= len(old.counters) {
+			continue
+		}
+		s.counters[i] = old.counters[j]
+		mi, mj := s.t.meterOf(i), old.t.meterOf(j)
+		if mi >= 0 && mj >= 0 && s.t.meters[mi] == old.t.meters[mj] {
+			s.meters[mi] = old.meters[mj]
+		}
+	}
+}
+
+// meterOf is the index of rule idx's meter in t.meters, or -1.
+func (t *Table) meterOf(idx int) int32 {
+	for _, a := range t.cr[idx].acts {
+		if a.typ == ActMeter {
+			return a.meter
+		}
+	}
+	return -1
+}
+
 // Apply runs rule idx's actions on a packet: frame with its Classify
 // result r, pktLen bytes for counters and meters, at now nanoseconds on a
 // monotonic clock. It counts the hit, rewrites the DSCP in frame (and
@@ -151,6 +185,9 @@ func (t *Table) ApplyPath(p *Path, frame []byte, r *roce.Result, st *State, now 
 
 // apply reports whether the packet was dropped.
 func (t *Table) apply(idx int, frame []byte, r *roce.Result, st *State, now int64, pktLen int, v *Verdict) bool {
+	if t.cr[idx].offloaded {
+		return false
+	}
 	c := &st.counters[idx]
 	c.Packets++
 	c.Bytes += uint64(pktLen)

@@ -60,7 +60,9 @@
 // ID, then the earliest rule; matching starts in group 0 and follows jump
 // actions. Table.Apply runs the rule's actions on the frame with per-lcore
 // State: counters, meters (srTCM RFC 2697, trTCM RFC 2698, colour-blind),
-// mark/flag, DSCP rewrite. Match and Apply do not allocate.
+// mark/flag, DSCP rewrite. Match and Apply do not allocate. When rules are
+// added or removed, State.Carry moves each surviving rule's counters and
+// meter buckets into the State of the recompiled table.
 //
 // Header semantics follow the rte_flow documentation: an eth item without
 // type or has_vlan matches tagged and untagged frames and its type is the

@@ -464,7 +464,7 @@ func TestTestpmdLines(t *testing.T) {
 	want := []string{
 		"add port meter profile srtcm_rfc2697 1 7 1250000 20000 10000 0",
 		"add port meter policy 1 7 g_actions end y_actions mark id 9 / end r_actions drop / end",
-		"create port meter 1 7 7 7 yes 0xffff 0 0",
+		"create port meter 1 7 7 7 yes 0xffff 0 g 0",
 		"flow create 1 priority 1 ingress pattern eth / ipv4 tos spec 0x68 tos mask 0xfc / udp dst is 4791 / end actions meter mtr_id 7 / count / end",
 	}
 	if got := c.Rule.Testpmd("1"); !reflect.DeepEqual(got, want) {
@@ -477,7 +477,7 @@ func TestTestpmdLines(t *testing.T) {
 	want = []string{
 		"add port meter profile trtcm_rfc2698 0 0 10 20 30 40 0",
 		"add port meter policy 0 0 g_actions drop / end y_actions end r_actions drop / end",
-		"create port meter 0 0 0 0 yes 0xffff 0 0",
+		"create port meter 0 0 0 0 yes 0xffff 0 g 0",
 		"flow create 0 ingress pattern vlan pcp is 3 vid spec 100 vid mask 0xff0 / ipv6 tc spec 0xb8 tc mask 0xfc / end actions meter mtr_id 0 / end",
 	}
 	if got := c.Rule.Testpmd("0"); !reflect.DeepEqual(got, want) {

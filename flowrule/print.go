@@ -59,8 +59,10 @@ func (r Rule) Testpmd(port string) []string {
 			" g_actions "+policyActions(m.Green)+
 			" y_actions "+policyActions(m.Yellow)+
 			" r_actions "+policyActions(m.Red))
-		// meter_enable yes, all statistics, not shared, colour-blind.
-		out = append(out, "create port meter "+port+" "+id+" "+id+" "+id+" yes 0xffff 0 0")
+		// meter_enable yes, all statistics, not shared, default input
+		// colour green, no previous meter colour: colour-blind. (22.11's
+		// testpmd wants the colour although its help leaves it out.)
+		out = append(out, "create port meter "+port+" "+id+" "+id+" "+id+" yes 0xffff 0 g 0")
 	}
 	b := []byte("flow create " + port)
 	out = append(out, string(r.appendBody(b, true)))

@@ -105,6 +105,7 @@ type crule struct {
 	rank      int32
 	next      int32 // internal group index, noJump or jumpMiss
 	never     bool  // contradictory pattern
+	offloaded bool  // the NIC runs its actions (CompileOffloaded)
 	acts      []cact
 	ranges    []rangeCheck
 	mask, val key
