@@ -59,6 +59,7 @@ type Pipeline struct {
 	Spec    Spec
 	Workers []*Worker
 	running bool
+	flows   pipelineFlows
 }
 
 // New builds the workers: each gets a burst step on its socket and its
@@ -129,6 +130,7 @@ func New(spec Spec) (*Pipeline, error) {
 			}
 		}
 		targets := make([]dpdk.Queue, len(dests))
+		w.fs = newFlowStage(len(ws.Rx), len(dests), &spec.RoCE.TCMap)
 		w.macHdr = make([][12]byte, len(dests))
 		if spec.Mode == ModeRoCE {
 			w.initRoCE(&spec.RoCE, len(ws.Rx))
@@ -181,7 +183,11 @@ func (p *Pipeline) Start() error {
 	}
 	for i, w := range p.Workers {
 		w.stop.Store(false)
+		// Looping from before the launch: the control plane must not
+		// touch the worker's state itself while the loop starts.
+		w.looping.Store(true)
 		if err := dpdk.Launch(w.Lcore, w.Loop); err != nil {
+			w.looping.Store(false)
 			for _, v := range p.Workers[:i] {
 				v.stop.Store(true)
 				dpdk.Wait(v.Lcore)

@@ -123,6 +123,8 @@ type pcapRun struct {
 	in   string
 	out  string
 	back string // what the pipeline sent out of the input port (PFC frames)
+	// setup, when set, runs on the built pipeline before it starts.
+	setup func(*Pipeline, *ports.Set)
 }
 
 // forwardPcap runs frames through the pipeline in mode from a pcap rx port
@@ -150,6 +152,9 @@ func (r *pcapRun) run(t *testing.T, mode string, frames [][]byte, tune []func(*S
 	var cfg *config.Config
 	cfg, r.set = openPorts(t, mode, vdevs...)
 	r.p = newPipeline(t, cfg, r.set, tune...)
+	if r.setup != nil {
+		r.setup(r.p, r.set)
+	}
 	if err := r.p.Start(); err != nil {
 		t.Fatal(err)
 	}

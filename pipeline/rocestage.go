@@ -43,14 +43,17 @@ func (w *Worker) initRoCE(spec *RoCESpec, rxQueues int) {
 	w.rs = rs
 }
 
-// roceBurst classifies, counts and forwards one rx queue's burst: into
-// the egress port's QoS queues when the QoS stage is on, else straight to
-// its tx queue. PFC and PAUSE frames are consumed.
+// roceBurst classifies, counts and forwards one rx queue's burst: through
+// the ports' flow tables if they have any, then into the egress port's
+// QoS queues when the QoS stage is on, else straight to its tx queue. PFC
+// and PAUSE frames are consumed.
 func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 	rs := w.rs
 	st := &rs.ports[i]
 	r := &rs.res
 	txq := &w.step.Txq[tx]
+	fs := w.fs
+	flows, fin, fout := fs.active[i], fs.in[i], fs.out[tx]
 	for _, m := range pkts {
 		frame := m.Data()
 		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
@@ -77,6 +80,9 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 			}
 		} else if r.EtherType == rocestats.EtherTypeMACControl {
 			w.consumeMAC(i, m, frame, w.now)
+			continue
+		}
+		if flows && !w.runFlows(m, frame, r, n, fin, fout, &rs.tcmap) {
 			continue
 		}
 		if qs := w.qs; qs != nil {

@@ -25,6 +25,8 @@ const (
 	DropPFCWatchdog                    // the PFC watchdog (action drop) flushed or refused it during a storm
 	DropLosslessOverflow               // a lossless TC queue was full: PFC did not hold the sender back
 	DropStopDiscard                    // still queued when a stopping worker's drain time ran out
+	DropFlowRule                       // a software flow rule's drop action
+	DropFlowMeter                      // a software flow rule's meter: the policy of the packet's colour drops it
 	NumReasons
 )
 
@@ -39,6 +41,8 @@ var reasonNames = [NumReasons]string{
 	DropPFCWatchdog:      "pfc_watchdog",
 	DropLosslessOverflow: "lossless_overflow",
 	DropStopDiscard:      "stop_discard",
+	DropFlowRule:         "flow_drop",
+	DropFlowMeter:        "flow_meter",
 }
 
 func (r Reason) String() string {
@@ -105,6 +109,9 @@ type snapshot struct {
 	req atomic.Uint64
 	ack atomic.Uint64
 	pub lcoreCounters
+	// flows asks for the flow tables' counters too: they can be large,
+	// so only the reader that wants them makes the worker copy them.
+	flows atomic.Bool
 }
 
 // snapshotWait bounds how long a reader waits for a busy worker.
@@ -119,6 +126,9 @@ func (w *Worker) serveSnapshot() {
 		}
 		if w.qs != nil {
 			w.qs.publish(w.now)
+		}
+		if w.snap.flows.Load() {
+			w.fs.publish()
 		}
 		w.snap.ack.Store(r)
 	}

@@ -93,17 +93,8 @@ func (p *Pipeline) Update(t Tables) error {
 	for i, w := range p.Workers {
 		w.next.Store(views[i])
 	}
-	deadline := time.Now().Add(time.Second)
-	for _, w := range p.Workers {
-		for w.next.Load() != nil && w.looping.Load() && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Microsecond)
-		}
-		if !w.looping.Load() {
-			w.takeTables() // stopped: the control plane applies it itself
-		}
-		if w.next.Load() != nil {
-			return fmt.Errorf("lcore %d did not take the new tables within a second", w.Lcore)
-		}
+	if err := handOver(p.Workers, func(w *Worker) bool { return w.next.Load() != nil }, (*Worker).takeTables, "tables"); err != nil {
+		return err
 	}
 	var errsAfter uint64
 	for _, w := range p.Workers {
@@ -128,6 +119,26 @@ func (p *Pipeline) Update(t Tables) error {
 			pc := p.Spec.QoS.Ports[id]
 			pc.Config = c
 			p.Spec.QoS.Ports[id] = pc
+		}
+	}
+	return nil
+}
+
+// handOver waits until each worker of ws has taken what the control
+// plane left for it (pending reports that it is still there), at most a
+// second in all: a running worker takes it after its current poll. The
+// control plane applies it itself (take) to a worker that is not running.
+func handOver(ws []*Worker, pending func(*Worker) bool, take func(*Worker), what string) error {
+	deadline := time.Now().Add(time.Second)
+	for _, w := range ws {
+		for pending(w) && w.looping.Load() && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		if !w.looping.Load() {
+			take(w)
+		}
+		if pending(w) {
+			return fmt.Errorf("lcore %d did not take the new %s within a second", w.Lcore, what)
 		}
 	}
 	return nil
@@ -187,9 +198,11 @@ func (w *Worker) takeTables() {
 		rs.tcmap = v.roce.TCMap
 		rs.verifyICRC, rs.dropBadICRC, rs.dropMalformed = v.roce.VerifyICRC, v.roce.DropBadICRC, v.roce.DropMalformed
 	}
+	w.fs.tcmap = v.roce.TCMap
 	for i := range w.rx {
 		w.rx[i].tx = v.rxTx[i]
 	}
+	w.syncActive()
 	if qs := w.qs; qs != nil {
 		now := w.clock.ns(w.step.TSC())
 		for i := range qs.eg {

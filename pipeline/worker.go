@@ -7,9 +7,13 @@
 //     queued, frees what it dropped, and receives up to a burst from the
 //     next (port, queue) in round-robin order.
 //  2. The mode's stage handles each packet: "io" forwards it untouched,
-//     "mac" rewrites the Ethernet addresses like testpmd's mac mode.
-//  3. The packet is pushed on the worker's tx queue of the port its rx
-//     port forwards to, or dropped under a named Reason.
+//     "mac" rewrites the Ethernet addresses like testpmd's mac mode,
+//     "roce" classifies and counts it (rocestage.go).
+//  3. The software flow stage (flowstage.go), when the rx port has an
+//     ingress table or the tx port an egress table, runs the rules.
+//  4. The packet goes through the QoS stage (qosstage.go, roce mode) or
+//     is pushed on the worker's tx queue of the port its rx port forwards
+//     to, or it is dropped under a named Reason.
 //
 // Counters are per worker, on their own cache lines, updated once per
 // burst. Nothing here allocates, locks or calls C per packet.
@@ -85,9 +89,12 @@ type Worker struct {
 	rs       *roceStage // ModeRoCE only
 	qs       *qosStage  // ModeRoCE with QoS only
 	clock    tscClock
-	now      int64 // unix ns at the start of the current poll (roce mode)
-	// next carries tables from Update until the worker takes them.
+	now      int64      // unix ns at the start of the current poll, when a stage needs it
+	fs       *flowStage // software flow tables (every mode)
+	// next carries tables from Update until the worker takes them,
+	// nextFlows a flow table from SetFlows.
 	next        atomic.Pointer[workerTables]
+	nextFlows   atomic.Pointer[flowUpdate]
 	tableErrors atomic.Uint64
 }
 
@@ -103,7 +110,8 @@ func (w *Worker) Poll() int {
 		w.c.busyCycles += tsc - w.lastTSC
 	}
 	w.lastTSC, w.lastBusy = tsc, total > 0
-	if w.qs != nil || (w.rs != nil && total > 0) {
+	// QP ageing, the QoS stage and flow meters need the time.
+	if w.qs != nil || total > 0 && (w.rs != nil || len(w.fs.installed) > 0) {
 		w.now = w.clock.ns(tsc)
 	}
 
@@ -120,6 +128,10 @@ func (w *Worker) Poll() int {
 		txq := &w.step.Txq[tx]
 		switch w.mode {
 		case ModeIO:
+			if w.fs.active[i] {
+				w.flowBurst(i, pkts, tx)
+				break
+			}
 			for _, m := range pkts {
 				if m.IsMACControl() {
 					w.consumeMAC(i, m, nil, 0)
@@ -128,6 +140,10 @@ func (w *Worker) Poll() int {
 				txq.Push(m)
 			}
 		case ModeMAC:
+			if w.fs.active[i] {
+				w.flowBurst(i, pkts, tx)
+				break
+			}
 			hdr := &w.macHdr[tx]
 			runts := uint64(0)
 			for _, m := range pkts {
@@ -164,6 +180,9 @@ func (w *Worker) Loop() {
 		w.serveSnapshot()
 		if w.next.Load() != nil {
 			w.takeTables()
+		}
+		if w.nextFlows.Load() != nil {
+			w.takeFlows()
 		}
 	}
 	if w.qs != nil {

@@ -1,0 +1,364 @@
+package pipeline
+
+import (
+	"fmt"
+	"sync"
+
+	"roce-fwd/dpdk"
+	"roce-fwd/flowrule"
+	"roce-fwd/roce"
+)
+
+// The flow stage runs rte_flow rules in software, with the semantics the
+// NIC gives them (package flowrule): a port's ingress table on what the
+// worker receives from the port, right after classification, and a port's
+// egress table on what it is about to send to the port, before the QoS
+// stage. A drop is counted under flow_drop or flow_meter; a mark or flag
+// is written into the mbuf where a PMD puts it; a DSCP rewrite moves the
+// packet to the traffic class of its new DSCP, as if the NIC had rewritten
+// it before roce-fwd saw it.
+//
+// Tables are compiled by the control plane and are immutable; what a
+// worker writes (counters, meter buckets) is in its own flowrule.State per
+// port and direction. SetFlows hands a new table to the workers like
+// Update does, so a packet sees the old table or the new one; the new
+// State takes over the old one's counters on the worker, between polls.
+
+// FlowDir says which direction a port's software table runs in.
+type FlowDir uint8
+
+const (
+	FlowIngress FlowDir = iota // packets received from the port
+	FlowEgress                 // packets about to be sent to the port
+)
+
+func (d FlowDir) String() string {
+	switch d {
+	case FlowIngress:
+		return "ingress"
+	case FlowEgress:
+		return "egress"
+	}
+	return "unknown"
+}
+
+// FlowStats is a port's software table in one direction and its counters
+// summed over the workers.
+type FlowStats struct {
+	Table *flowrule.Table    // nil: no table
+	Rules []flowrule.Counter // index i: rule i of Table
+	// NotApplicable counts packets that hit a rule with actions that only
+	// mean something on a NIC (queue, rss), since the port and direction
+	// got a table (replacements keep counting; a removal resets it).
+	NotApplicable uint64
+}
+
+// portFlows is one worker's instance of a port's table in one direction.
+type portFlows struct {
+	t             *flowrule.Table
+	st            *flowrule.State
+	notApplicable uint64
+	pub           []flowrule.Counter // published copy; capacity set by the control plane
+	pubNA         uint64
+}
+
+// flowStage is a worker's software flow tables.
+type flowStage struct {
+	in        []*portFlows // per rx source: its port's ingress table, or nil
+	out       []*portFlows // per tx queue: its port's egress table, or nil
+	active    []bool       // per rx source: in or the out it forwards to is set
+	installed []*portFlows // each table once; never grows past its capacity
+	tcmap     roce.TCMap   // io and mac modes' classifier map
+	res       roce.Result  // io and mac modes' classification
+	tcRes     roce.Result  // reclassification after a DSCP rewrite
+	path      flowrule.Path
+}
+
+func newFlowStage(rxs, txqs int, m *roce.TCMap) *flowStage {
+	return &flowStage{
+		in:        make([]*portFlows, rxs),
+		out:       make([]*portFlows, txqs),
+		active:    make([]bool, rxs),
+		installed: make([]*portFlows, 0, rxs+txqs),
+		tcmap:     *m,
+	}
+}
+
+// runFlows passes a classified packet (pktLen bytes, frame its first
+// segment, r its classification) through the ingress table in and the
+// egress table out, either of which may be nil. False: the packet was
+// dropped, and counted.
+func (w *Worker) runFlows(m *dpdk.Mbuf, frame []byte, r *roce.Result, pktLen int, in, out *portFlows, tcmap *roce.TCMap) bool {
+	if in != nil && !w.applyFlows(in, m, frame, r, pktLen, tcmap) {
+		return false
+	}
+	return out == nil || w.applyFlows(out, m, frame, r, pktLen, tcmap)
+}
+
+// applyFlows runs one table on a packet.
+func (w *Worker) applyFlows(pf *portFlows, m *dpdk.Mbuf, frame []byte, r *roce.Result, pktLen int, tcmap *roce.TCMap) bool {
+	fs := w.fs
+	// A jump into a group where nothing matches still ran the jumping
+	// rules' actions on a NIC: the path, not the final match, decides.
+	pf.t.MatchPath(frame, r, &fs.path)
+	if fs.path.N == 0 {
+		return true
+	}
+	v := pf.t.ApplyPath(&fs.path, frame, r, pf.st, w.now, pktLen)
+	if v.Drop {
+		w.step.Drop(m)
+		if v.Reason == flowrule.DropMeter {
+			w.c.drops[DropFlowMeter]++
+		} else {
+			w.c.drops[DropFlowRule]++
+		}
+		return false
+	}
+	if v.HasMark {
+		m.SetMark(v.Mark)
+	}
+	if v.Flag {
+		m.SetFlag()
+	}
+	if v.DSCPSet && w.qs != nil {
+		// Only the QoS stage reads the TC; Classify is what derives it
+		// from the map, so ask it again rather than restate its rules.
+		roce.Classify(frame, tcmap, false, &fs.tcRes)
+		r.TC = fs.tcRes.TC
+	}
+	if v.NotInSoftware != 0 {
+		pf.notApplicable++
+	}
+	return true
+}
+
+// flowBurst is the io and mac modes' loop when the rx source's port or
+// its tx port has a table: each frame is classified for the tables
+// (without the ICRC check). Ingress rules see the frame as received,
+// egress rules as sent (after mac mode's rewrite).
+func (w *Worker) flowBurst(i int, pkts []*dpdk.Mbuf, tx int) {
+	fs := w.fs
+	in, out := fs.in[i], fs.out[tx]
+	txq := &w.step.Txq[tx]
+	r := &fs.res
+	var hdr *[12]byte
+	if w.mode == ModeMAC {
+		hdr = &w.macHdr[tx]
+	}
+	for _, m := range pkts {
+		frame := m.Data()
+		if hdr != nil && len(frame) < 14 {
+			w.step.Drop(m)
+			w.c.drops[DropRunt]++
+			continue
+		}
+		if m.IsMACControl() {
+			w.consumeMAC(i, m, nil, 0)
+			continue
+		}
+		roce.Classify(frame, &fs.tcmap, false, r)
+		n := m.PktLen()
+		if in != nil && !w.applyFlows(in, m, frame, r, n, &fs.tcmap) {
+			continue
+		}
+		if hdr != nil {
+			copy(frame[:12], hdr[:])
+		}
+		if out != nil && !w.applyFlows(out, m, frame, r, n, &fs.tcmap) {
+			continue
+		}
+		txq.Push(m)
+	}
+}
+
+// syncActive recomputes, per rx source, whether a table runs on its
+// packets, so that a burst without tables costs one check; it follows
+// SetFlows and Update (which moves forwards).
+func (w *Worker) syncActive() {
+	fs := w.fs
+	for i := range w.rx {
+		fs.active[i] = fs.in[i] != nil || fs.out[w.rx[i].tx] != nil
+	}
+}
+
+// publish copies the counters of every table into the buffers the
+// control plane sized; the worker calls it from serveSnapshot, or the
+// control plane while the worker is stopped.
+func (fs *flowStage) publish() {
+	for _, pf := range fs.installed {
+		pf.pub = pf.st.Snapshot(pf.pub)
+		pf.pubNA = pf.notApplicable
+	}
+}
+
+// flowUpdate is one SetFlows on its way to a worker.
+type flowUpdate struct {
+	port  uint16
+	dir   FlowDir
+	pf    *portFlows // nil: remove the table
+	carry []int
+}
+
+// takeFlows installs a table handed over by SetFlows, if any; the worker
+// calls it between polls (or the control plane, while it is stopped).
+func (w *Worker) takeFlows() {
+	u := w.nextFlows.Load()
+	if u == nil {
+		return
+	}
+	fs := w.fs
+	var old *portFlows
+	if u.dir == FlowIngress {
+		for i := range w.rx {
+			if w.rx[i].port == u.port {
+				old, fs.in[i] = fs.in[i], u.pf
+			}
+		}
+	} else {
+		for k := range w.step.Txq {
+			if w.step.Txq[k].Port == u.port {
+				old, fs.out[k] = fs.out[k], u.pf
+			}
+		}
+	}
+	if old != nil {
+		for j, pf := range fs.installed {
+			if pf == old {
+				last := len(fs.installed) - 1
+				fs.installed[j] = fs.installed[last]
+				fs.installed[last] = nil
+				fs.installed = fs.installed[:last]
+				break
+			}
+		}
+	}
+	if u.pf != nil {
+		if old != nil {
+			u.pf.st.Carry(old.st, u.carry)
+			u.pf.notApplicable = old.notApplicable
+		}
+		fs.installed = append(fs.installed, u.pf)
+	}
+	w.syncActive()
+	w.nextFlows.CompareAndSwap(u, nil)
+}
+
+// flowKey names a port's table in one direction.
+type flowKey struct {
+	port uint16
+	dir  FlowDir
+}
+
+// flowInstall is a table the control plane installed, and its instance
+// on each worker that runs it.
+type flowInstall struct {
+	t       *flowrule.Table
+	workers []*Worker
+	pfs     []*portFlows
+}
+
+// pipelineFlows is the control plane's record of the installed tables.
+type pipelineFlows struct {
+	mu     sync.Mutex // one SetFlows or FlowCounters at a time
+	tables map[flowKey]*flowInstall
+}
+
+// runsFlows reports whether the worker receives from (ingress) or
+// transmits to (egress) port.
+func (w *Worker) runsFlows(port uint16, dir FlowDir) bool {
+	if dir == FlowIngress {
+		for _, r := range w.rx {
+			if r.port == port {
+				return true
+			}
+		}
+		return false
+	}
+	for k := range w.step.Txq {
+		if w.step.Txq[k].Port == port {
+			return true
+		}
+	}
+	return false
+}
+
+// SetFlows installs t (nil removes) as port's software table for dir on
+// every worker that receives from (ingress) or transmits to (egress) the
+// port; a port no worker receives from (or sends to) holds the table
+// without running it. carry maps each rule index of t to the index of the
+// same rule in the table being replaced (-1: a new rule; nil: all new),
+// so that counters and meters survive a recompilation. It returns once
+// every worker has taken the table between two polls, as Update does
+// (while stopped, the control plane installs it itself). The workers'
+// States are allocated here, not on the workers.
+func (p *Pipeline) SetFlows(port uint16, dir FlowDir, t *flowrule.Table, carry []int) error {
+	if dir != FlowIngress && dir != FlowEgress {
+		return fmt.Errorf("flow direction %d: want ingress or egress", dir)
+	}
+	if _, ok := p.Spec.Ports[port]; !ok {
+		return fmt.Errorf("port %d is not configured", port)
+	}
+	if t != nil && carry != nil && len(carry) != len(t.Rules()) {
+		return fmt.Errorf("carry has %d entries for a table of %d rules", len(carry), len(t.Rules()))
+	}
+	p.flows.mu.Lock()
+	defer p.flows.mu.Unlock()
+	var ws []*Worker
+	for _, w := range p.Workers {
+		if w.runsFlows(port, dir) {
+			if w.nextFlows.Load() != nil {
+				return fmt.Errorf("lcore %d has not taken the previous flow table yet", w.Lcore)
+			}
+			ws = append(ws, w)
+		}
+	}
+	inst := &flowInstall{t: t}
+	for _, w := range ws {
+		u := &flowUpdate{port: port, dir: dir, carry: carry}
+		if t != nil {
+			u.pf = &portFlows{t: t, st: flowrule.NewState(t), pub: make([]flowrule.Counter, 0, len(t.Rules()))}
+			inst.workers = append(inst.workers, w)
+			inst.pfs = append(inst.pfs, u.pf)
+		}
+		w.nextFlows.Store(u)
+	}
+	err := handOver(ws, func(w *Worker) bool { return w.nextFlows.Load() != nil }, (*Worker).takeFlows, "flow table")
+	// A worker that missed the deadline takes the table when it gets
+	// back to its loop: record it as installed either way.
+	key := flowKey{port, dir}
+	if t == nil {
+		delete(p.flows.tables, key)
+	} else {
+		if p.flows.tables == nil {
+			p.flows.tables = map[flowKey]*flowInstall{}
+		}
+		p.flows.tables[key] = inst
+	}
+	return err
+}
+
+// FlowCounters merges the workers' counters of port's current table for
+// dir, through the snapshot handshake: each worker copies them into
+// buffers sized when the table was installed.
+func (p *Pipeline) FlowCounters(port uint16, dir FlowDir) FlowStats {
+	p.flows.mu.Lock()
+	defer p.flows.mu.Unlock()
+	inst := p.flows.tables[flowKey{port, dir}]
+	if inst == nil {
+		return FlowStats{}
+	}
+	s := FlowStats{Table: inst.t, Rules: make([]flowrule.Counter, len(inst.t.Rules()))}
+	for i, w := range inst.workers {
+		pf := inst.pfs[i]
+		w.snap.mu.Lock()
+		w.snap.flows.Store(true)
+		if !w.published() {
+			w.fs.publish()
+		}
+		w.snap.flows.Store(false)
+		s.Rules = flowrule.AddCounters(s.Rules, pf.pub)
+		s.NotApplicable += pf.pubNA
+		w.snap.mu.Unlock()
+	}
+	return s
+}
