@@ -35,6 +35,7 @@ type Config struct {
 	PFC       *PFC      `toml:"pfc"` // nil: no [pfc] section (see qos.go)
 	Console   Console   `toml:"console"`
 	Telemetry Telemetry `toml:"telemetry"`
+	Offload   Offload   `toml:"offload"`
 }
 
 // EAL holds the DPDK EAL arguments, passed to rte_eal_init verbatim.
@@ -149,6 +150,7 @@ var sections = []section{
 	{"qos", validateQoS}, // also [pfc]: a port's qos.Config needs both
 	{"console", validateConsole},
 	{"telemetry", validateTelemetry},
+	{"offload", validateOffload},
 }
 
 // DefaultFile is the Config.File of the built-in default configuration.
