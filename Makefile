@@ -54,6 +54,8 @@ bench: build
 	@echo
 	@echo "software flow table: per-packet match on 1k rules, actions, insertion (rules/s)"
 	$(GO) test -run '^$$' -bench 'Match1k|Apply|Compile1k' -benchtime 2s ./flowrule
+	@echo "software backend: console-style insertion, one rule at a time up to 1k (rules/s)"
+	$(GO) test -run '^$$' -bench 'SoftwareInsert1k' -benchtime 3x ./offload
 
 # The built-in default config for a few seconds: a RoCEv2 capture replayed
 # through net_pcap into net_null, no NIC and no hugepages.

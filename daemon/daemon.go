@@ -18,6 +18,7 @@ import (
 	"roce-fwd/hugepages"
 	"roce-fwd/hwpfc"
 	"roce-fwd/numa"
+	"roce-fwd/offload"
 	"roce-fwd/pcidev"
 	"roce-fwd/pipeline"
 	"roce-fwd/ports"
@@ -51,6 +52,7 @@ type Daemon struct {
 	Started  time.Time      // when forwarding last started
 	Stopped  time.Time      // when it last stopped
 	PFC      []hwpfc.Result // per port, with QoS on: who does PFC
+	Flows    *offload.Manager
 	log      *slog.Logger
 	sysRoot  string
 	pfcPools []*dpdk.Mempool
@@ -167,7 +169,12 @@ func (d *Daemon) bringUp() error {
 		// Each worker holds a P for good; the control plane needs its own.
 		runtime.GOMAXPROCS(n)
 	}
-	set, err := ports.Open(cfg, len(workers))
+	flows, err := offload.New(cfg.Offload.Backend)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	d.Flows = flows
+	set, err := ports.OpenWith(cfg, len(workers), d.probeFlows)
 	if err != nil {
 		return err
 	}
@@ -232,6 +239,9 @@ func (d *Daemon) bringUp() error {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	d.Pipe = pipe
+	if err := d.installFlows(); err != nil {
+		return err
+	}
 	return d.startForwarding()
 }
 
@@ -356,6 +366,10 @@ func (d *Daemon) shutdown() error {
 		d.stopEvents()
 		d.Pipe.Free()
 		d.Pipe = nil
+	}
+	if d.Flows != nil {
+		errs = append(errs, d.Flows.Close())
+		d.Flows = nil
 	}
 	if d.Ports != nil {
 		errs = append(errs, d.Ports.Close())

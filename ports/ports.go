@@ -60,7 +60,11 @@ func MbufDemand(cfg *config.Config, socketOf func(config.Port) int, workers, bur
 
 // Open probes and starts every port of cfg. EAL must be running. workers
 // is the number of worker lcores, for sizing the pools.
-func Open(cfg *config.Config, workers int) (*Set, error) {
+func Open(cfg *config.Config, workers int) (*Set, error) { return OpenWith(cfg, workers, nil) }
+
+// OpenWith is Open with beforeStart called on each port once its queues are
+// set up and before it starts: rte_flow_configure has to come then.
+func OpenWith(cfg *config.Config, workers int, beforeStart func(*Port) error) (*Set, error) {
 	s := &Set{Pools: map[int]*dpdk.Mempool{}}
 	for _, pc := range cfg.Ports {
 		p, err := probe(pc)
@@ -98,6 +102,12 @@ func Open(cfg *config.Config, workers int) (*Set, error) {
 		if err := p.setup(); err != nil {
 			s.Close()
 			return nil, err
+		}
+		if beforeStart != nil {
+			if err := beforeStart(p); err != nil {
+				s.Close()
+				return nil, err
+			}
 		}
 	}
 	if err := s.Start(); err != nil {
