@@ -11,6 +11,7 @@ import (
 
 	"roce-fwd/config"
 	"roce-fwd/daemon"
+	"roce-fwd/offload"
 	"roce-fwd/pipeline"
 	"roce-fwd/qos"
 	"roce-fwd/qpstats"
@@ -27,6 +28,10 @@ func New(d *daemon.Daemon) *Shell {
 			}
 		})
 		return out
+	}
+	s.flows = func() (m *offload.Manager) {
+		d.Do(func() { m = d.Flows })
+		return m
 	}
 	s.add(commands()...)
 	return s
@@ -116,6 +121,8 @@ func commands() []*Command {
 			Run: (*Shell).showHugepages},
 		{Syntax: "show running-config", Section: "display", Help: "the effective configuration as TOML (presets expanded)",
 			Run: (*Shell).showRunningConfig},
+		{Syntax: "show offload [<port>|all]", Section: "display", Help: "per port: flow rule backend and why, what the probe found (engine, validate matrix, trial rule), rules in hardware and software, insertion counts and time",
+			Run: (*Shell).showOffload},
 
 		// RoCE.
 		{Syntax: "show roce stats [<port>]", Section: "roce", Help: "RoCEv2 classification counters per rx port",
@@ -141,6 +148,10 @@ func commands() []*Command {
 			Run: (*Shell).setPFCWatchdog},
 		{Syntax: "set pfc watchdog <port> <tc> action drop|forward|alert", Section: "qos", Help: "what the watchdog does in a storm on one TC",
 			Run: (*Shell).setPFCWatchdog},
+
+		// Flow rules.
+		{Syntax: "flow [<rest>]", Section: "flow", Help: flowHelp,
+			Run: (*Shell).flow, CompleteRest: (*Shell).completeFlow},
 
 		// Configuration.
 		{Syntax: "port start|stop <port>|all", Section: "config", Help: "start or stop ports (stop forwarding before stopping a port)",

@@ -106,6 +106,9 @@ type matcher struct {
 	words []string // normalised words of the first full match
 	ok    bool
 	next  []string // when completing: what may follow the tokens
+	// restAt is, when completing, where a <rest> argument starts in toks:
+	// its own grammar completes from there.
+	restAt []int
 	// complete collects candidates at the end of toks instead of failing.
 	complete bool
 }
@@ -131,6 +134,9 @@ func (m *matcher) walk(seq []node, i int, words []string, k func(i int, words []
 		m.walk(n.opt, i, words, func(j int, w []string) { m.walk(rest, j, w, k) })
 		m.walk(rest, i, words, k)
 		return
+	}
+	if n.arg == "rest" && m.complete && !slices.Contains(m.restAt, i) {
+		m.restAt = append(m.restAt, i)
 	}
 	if i >= len(m.toks) {
 		if m.complete {

@@ -42,6 +42,11 @@ func TestResolve(t *testing.T) {
 		{"show numa", "show numa", "show numa"},
 		{"show hugepages", "show hugepages", "show hugepages"},
 		{"show running-config", "show running-config", "show running-config"},
+		{"show offload", "show offload [<port>|all]", "show offload"},
+		{"show offload out", "show offload [<port>|all]", "show offload 1"},
+		{"sh off all", "show offload [<port>|all]", "show offload all"},
+		{"flow list 0", "flow [<rest>]", "flow list 0"},
+		{"fl cr in ingress pattern eth / end actions count / end", "flow [<rest>]", "flow cr in ingress pattern eth / end actions count / end"},
 		{"show roce stats", "show roce stats [<port>]", "show roce stats"},
 		{"show roce stats out", "show roce stats [<port>]", "show roce stats 1"},
 		{"show roce qp", "show roce qp [top <n>] [by bytes|packets|naks|cnp|gaps]", "show roce qp"},
@@ -120,9 +125,10 @@ func TestComplete(t *testing.T) {
 		line string
 		want []string
 	}{
-		{"", []string{"clear", "exit", "help", "port", "quit", "reload", "set", "show", "start", "stop"}},
+		{"", []string{"clear", "exit", "flow", "help", "port", "quit", "reload", "set", "show", "start", "stop"}},
 		{"sh", []string{"show"}},
-		{"show ", []string{"config", "errors", "fwd", "hugepages", "lcores", "numa", "pfc", "port", "qos", "roce", "running-config"}},
+		{"show ", []string{"config", "errors", "fwd", "hugepages", "lcores", "numa", "offload", "pfc", "port", "qos", "roce", "running-config"}},
+		{"show offload ", []string{"0", "1", "all", "in", "out"}},
 		{"show port ", []string{"info", "stats", "summary", "xstats"}},
 		{"show port st", []string{"stats"}},
 		{"show port stats ", []string{"0", "1", "all", "in", "out"}},

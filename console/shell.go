@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"roce-fwd/daemon"
+	"roce-fwd/offload"
 	"roce-fwd/qos"
 )
 
@@ -26,7 +27,10 @@ type Command struct {
 	// Run executes the command with its normalised words (abbreviations
 	// expanded, ports as ids). jsonOut asks for JSON.
 	Run func(s *Shell, words []string, jsonOut bool) (string, error)
-	seq []node
+	// CompleteRest, for a syntax ending in <rest>, completes within that
+	// argument's own grammar; rest is its complete words so far.
+	CompleteRest func(s *Shell, rest []string) []string
+	seq          []node
 }
 
 // Sections, in the order help lists them.
@@ -58,6 +62,7 @@ type Shell struct {
 	cmds  []*Command
 	ports func() []Port
 	d     *daemon.Daemon // what the commands act on; nil in grammar tests
+	flows func() *offload.Manager
 	// mu guards what commands keep between calls.
 	mu         sync.Mutex
 	lastLcores lcoreMark
@@ -115,6 +120,15 @@ func (s *Shell) check(kind, tok string) (string, error) {
 		}
 	}
 	return tok, nil
+}
+
+// portWords are what may name a port: names and ids.
+func portWords(ps []Port) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name, strconv.Itoa(p.ID))
+	}
+	return out
 }
 
 func portList(ps []Port) string {
@@ -208,11 +222,14 @@ func (s *Shell) Complete(line string) []string {
 	for _, c := range s.cmds {
 		m := matcher{toks: toks, check: s.check, complete: true}
 		m.match(c.seq)
+		if c.CompleteRest != nil {
+			for _, at := range m.restAt {
+				out = append(out, c.CompleteRest(s, toks[at:])...)
+			}
+		}
 		for _, n := range m.next {
 			if n == "<port>" {
-				for _, p := range s.ports() {
-					out = append(out, p.Name, strconv.Itoa(p.ID))
-				}
+				out = append(out, portWords(s.ports())...)
 				continue
 			}
 			if strings.HasPrefix(n, "<") {
