@@ -3,6 +3,7 @@
 //	roce-fwd run [--config FILE] [-i] [--duration 10s] [--stats-json FILE] [--stats-period 1s]
 //	roce-fwd console [--socket PATH] [--json] [COMMAND...]
 //	roce-fwd validate --config FILE
+//	roce-fwd flows --config FILE [--print testpmd|console] [--port NAME]
 //	roce-fwd inspect [--json] FILE...
 //	roce-fwd hugepages [--config FILE] [--page-size 2M|1G] [--reserve]
 //	roce-fwd ports
@@ -40,6 +41,7 @@ var commands = []command{
 	{"run", "[--config FILE] [-i] [--duration D] [--stats-json FILE] [--stats-period D]", "run the dataplane (the built-in default config when no --config); -i opens the console here", cmdRun},
 	{"console", "[--socket PATH] [--json] [COMMAND...]", "attach to a running daemon's console, or run one command and exit with its status", cmdConsole},
 	{"validate", "--config FILE", "check a config file; errors as FILE:LINE: key: problem", cmdValidate},
+	{"flows", flowsArgs, "print the config's [offload] flow rules as dpdk-testpmd or console commands", cmdFlows},
 	{"inspect", "[--json] [--verify-icrc=true] [--top N] FILE...", "decode pcap/pcapng files offline: RoCEv2 summary, or one JSON object per frame", cmdInspect},
 	{"hugepages", "[--config FILE] [--page-size SIZE] [--reserve]", "show (or reserve) the hugepage memory the config needs", cmdHugepages},
 	{"ports", "", "list the network PCI devices and whether DPDK can drive them", cmdPorts},
