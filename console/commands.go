@@ -586,6 +586,8 @@ func dropStage(reason string) string {
 		return "tx"
 	case "runt", "bad_icrc", "malformed", "mac_control":
 		return "classify"
+	case "flow_drop", "flow_meter":
+		return "flow"
 	case "qos_tail", "qos_wred", "pfc_watchdog", "lossless_overflow", "stop_discard":
 		return "qos"
 	}

@@ -70,7 +70,6 @@ type flowStage struct {
 	installed []*portFlows // each table once; never grows past its capacity
 	tcmap     roce.TCMap   // io and mac modes' classifier map
 	res       roce.Result  // io and mac modes' classification
-	tcRes     roce.Result  // reclassification after a DSCP rewrite
 	path      flowrule.Path
 }
 
@@ -120,11 +119,10 @@ func (w *Worker) applyFlows(pf *portFlows, m *dpdk.Mbuf, frame []byte, r *roce.R
 	if v.Flag {
 		m.SetFlag()
 	}
-	if v.DSCPSet && w.qs != nil {
-		// Only the QoS stage reads the TC; Classify is what derives it
-		// from the map, so ask it again rather than restate its rules.
-		roce.Classify(frame, tcmap, false, &fs.tcRes)
-		r.TC = fs.tcRes.TC
+	if v.DSCPSet {
+		// Apply rewrote r.DSCP: the QoS stage queues by the new one, as
+		// if the NIC had rewritten it before roce-fwd saw the packet.
+		r.TC = tcmap.TC(r)
 	}
 	if v.NotInSoftware != 0 {
 		pf.notApplicable++

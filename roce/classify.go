@@ -93,9 +93,11 @@ func DefaultTCMap() TCMap {
 
 var defaultTCMap = DefaultTCMap()
 
-// tc: IP packets under trust DSCP use the DSCP; tagged frames otherwise use
-// the PCP of the tag nearest the payload; everything else is TC0.
-func (m *TCMap) tc(r *Result) uint8 {
+// TC is the traffic class of a classified frame: IP packets under trust
+// DSCP use the DSCP; tagged frames otherwise use the PCP of the tag
+// nearest the payload; everything else is TC0. A stage that rewrites
+// r.DSCP calls it again.
+func (m *TCMap) TC(r *Result) uint8 {
 	switch m.Trust {
 	case TrustDSCP:
 		if r.IPVersion != 0 {
@@ -282,7 +284,7 @@ func classifyGeneral(frame []byte, m *TCMap, verify bool, out *Result) {
 	if m == nil {
 		m = &defaultTCMap
 	}
-	out.TC = m.tc(out)
+	out.TC = m.TC(out)
 }
 
 func classify(f []byte, verify bool, r *Result) {

@@ -58,7 +58,7 @@ func classifyValue(frame []byte, m *TCMap, verify bool) Result {
 		frame = frame[:0xffff]
 	}
 	classify(frame, verify, &r)
-	r.TC = m.tc(&r)
+	r.TC = m.TC(&r)
 	return r
 }
 
