@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"roce-fwd/offload"
 	"roce-fwd/pipeline"
 	"roce-fwd/ports"
 	"roce-fwd/qos"
@@ -35,6 +36,18 @@ type Report struct {
 	PFC       map[string]*pipeline.PortPFC `json:"pfc,omitempty"`
 	RoCE      *RoCEReport                  `json:"roce,omitempty"`
 	TopQPs    []qpstats.FlowReport         `json:"top_qps,omitempty"`
+	// Flows reads the flow rules on demand rather than copying them: a
+	// NIC rule's counter is a query to the PMD, which only the exports
+	// that show rules should pay for.
+	Flows FlowRules `json:"-"`
+}
+
+// FlowRules is what the exports read of the flow rules manager
+// (*offload.Manager).
+type FlowRules interface {
+	Ports() []offload.PortStatus
+	List(port uint16, groups []uint32) ([]offload.Entry, error)
+	NotApplicable(port uint16) uint64
 }
 
 // RoCEReport is the classification counters per rx port and the state of
@@ -115,6 +128,9 @@ func (d *Daemon) report(rates bool) Report {
 	}
 	dur := end.Sub(d.Started)
 	r := Report{DurationS: dur.Seconds(), Mode: d.Cfg.Pipeline.Mode, Drops: map[string]uint64{}}
+	if d.Flows != nil { // a nil *Manager would make a non-nil FlowRules
+		r.Flows = d.Flows
+	}
 	txDropped := map[uint16]uint64{}
 	for _, w := range d.Pipe.Workers {
 		for _, t := range w.TxQueues() {

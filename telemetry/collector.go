@@ -2,9 +2,9 @@
 // as Prometheus metrics over HTTP (NewCollector, Serve), and as commands of
 // DPDK's own telemetry socket (RegisterDPDK), read by dpdk-telemetry.py.
 //
-// Both read a daemon.Report per request from a Source; neither keeps
-// state of its own, so they never disagree with the console or the final
-// stats.
+// Both read a daemon.Report per request from a Source, and the flow rules
+// through its Flows; neither keeps state of its own, so they never
+// disagree with the console, "flow query" or the final stats.
 package telemetry
 
 import (
@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"roce-fwd/daemon"
+	"roce-fwd/flowrule"
+	"roce-fwd/offload"
 	"roce-fwd/pipeline"
 	"roce-fwd/qos"
 	"roce-fwd/roce"
@@ -69,6 +71,9 @@ type collector struct {
 	roceTC                                                                    metric
 
 	qpSlots, qpUsed, qpFlows, qpInserts, qpEvictions, qpAged metric
+
+	flowPackets, flowBytes, flowMeter, flowRules, flowBackend metric
+	flowInserted, flowFailures, flowNotApplicable             metric
 }
 
 // NewCollector returns a Prometheus collector that calls src once per
@@ -79,6 +84,7 @@ func NewCollector(src Source) prometheus.Collector {
 	tc := []string{"port", "tc"}
 	prio := []string{"port", "priority"}
 	rp := []string{"port"}
+	rule := []string{"port", "rule", "group", "where"}
 	return &collector{
 		src: src,
 
@@ -151,6 +157,15 @@ func NewCollector(src Source) prometheus.Collector {
 		qpInserts:   counter("qp_table_inserts_total", "Flows added to the tables."),
 		qpEvictions: counter("qp_table_evictions_total", "Live flows pushed out because their probe window was full."),
 		qpAged:      counter("qp_table_aged_total", "Idle flows whose slot was reused."),
+
+		flowPackets:       counter("flow_rule_packets_total", "Packets the flow rule counted, on the NIC (hw) or in the software table (sw).", rule...),
+		flowBytes:         counter("flow_rule_bytes_total", "Bytes the flow rule counted.", rule...),
+		flowMeter:         counter("flow_meter_packets_total", "Packets the meter of a software flow rule coloured, by colour.", "port", "rule", "color"),
+		flowRules:         gauge("flow_rules", "Flow rules of the port, by where they run.", "port", "where"),
+		flowBackend:       gauge("flow_backend_info", "The port's flow rule backend and the flow engine its probe found, always 1.", "port", "backend", "engine", "driver"),
+		flowInserted:      counter("flow_inserted_total", "Flow rules the NIC took.", rp...),
+		flowFailures:      counter("flow_insert_failures_total", "Flow rules the NIC refused; each runs in software instead.", rp...),
+		flowNotApplicable: counter("flow_not_applicable_packets_total", "Packets that hit a software rule's queue or rss action, which only a NIC carries out.", rp...),
 	}
 }
 
@@ -167,7 +182,9 @@ func (c *collector) metrics() []metric {
 		c.wdDetected, c.wdRestored, c.wdDropped, c.wdInStorm,
 		c.roceFrames, c.roceBytes, c.roceRoCEFrames, c.roceRoCEBytes, c.roceOther, c.roceIP,
 		c.roceOpcode, c.roceCNP, c.roceECN, c.roceICRC, c.roceMalformed, c.rocePFC, c.rocePause, c.roceTC,
-		c.qpSlots, c.qpUsed, c.qpFlows, c.qpInserts, c.qpEvictions, c.qpAged}
+		c.qpSlots, c.qpUsed, c.qpFlows, c.qpInserts, c.qpEvictions, c.qpAged,
+		c.flowPackets, c.flowBytes, c.flowMeter, c.flowRules, c.flowBackend,
+		c.flowInserted, c.flowFailures, c.flowNotApplicable}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -270,6 +287,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		u(c.pfcTxFailed, p.TxFailed, port)
 	}
 
+	if r.Flows != nil {
+		c.collectFlows(r.Flows, emit)
+	}
+
 	if r.RoCE == nil {
 		return
 	}
@@ -312,6 +333,55 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	u(c.qpInserts, t.Inserts)
 	u(c.qpEvictions, t.Evictions)
 	u(c.qpAged, t.Aged)
+}
+
+// collectFlows reports every port's flow rules. Each NIC rule's counter
+// is a query to the PMD, so a port's rules are listed once per scrape.
+func (c *collector) collectFlows(f daemon.FlowRules, emit func(m metric, v float64, labels ...string)) {
+	u := func(m metric, v uint64, labels ...string) { emit(m, float64(v), labels...) }
+	for _, st := range f.Ports() {
+		port := st.Name
+		emit(c.flowBackend, 1, port, st.Backend.String(), st.Caps.Engine, st.Caps.Driver)
+		emit(c.flowRules, float64(st.HW), port, offload.InHardware.String())
+		emit(c.flowRules, float64(st.SW), port, offload.InSoftware.String())
+		u(c.flowInserted, st.Inserted, port)
+		u(c.flowFailures, st.Failed, port)
+		u(c.flowNotApplicable, f.NotApplicable(st.ID), port)
+		entries, err := f.List(st.ID, nil)
+		if err != nil {
+			continue // only a port the manager does not know fails
+		}
+		for _, e := range entries {
+			// A NIC rule without a count action (or whose query failed)
+			// has no number to give; a series would claim zero hits.
+			if !e.Counted {
+				continue
+			}
+			id := strconv.FormatUint(uint64(e.Rule.ID), 10)
+			l := []string{port, id, strconv.FormatUint(uint64(e.Rule.Group), 10), e.Where.String()}
+			u(c.flowPackets, e.Counter.Packets, l...)
+			u(c.flowBytes, e.Counter.Bytes, l...)
+			if swMeter(e) {
+				u(c.flowMeter, e.Counter.Green, port, id, "green")
+				u(c.flowMeter, e.Counter.Yellow, port, id, "yellow")
+				u(c.flowMeter, e.Counter.Red, port, id, "red")
+			}
+		}
+	}
+}
+
+// swMeter says whether the entry's colour counters mean something: only
+// the software table counts colours; a NIC meter's are not queried.
+func swMeter(e offload.Entry) bool {
+	if e.Where != offload.InSoftware {
+		return false
+	}
+	for _, a := range e.Rule.Actions {
+		if a.Type == flowrule.ActMeter {
+			return true
+		}
+	}
+	return false
 }
 
 // opcodeByName recovers the opcode from the names the Report uses.

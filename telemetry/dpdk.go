@@ -1,18 +1,21 @@
 package telemetry
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
 	"roce-fwd/daemon"
 	"roce-fwd/dpdk"
+	"roce-fwd/offload"
 	"roce-fwd/qos"
 )
 
 // DPDK telemetry commands. Each reply must fit DPDK 22.11's 16 KiB and
 // 256 entries per dict, so per-TC and per-priority counters are arrays
 // indexed by TC or priority, and /roce/qos and /roce/pfc take a port name
-// to narrow the reply to one port.
+// to narrow the reply to one port. /roce/flows takes the port always: a
+// port's rules are what fills a reply.
 var dpdkCommands = []struct {
 	cmd, help string
 	fn        func(r daemon.Report, params string) (any, error)
@@ -21,6 +24,8 @@ var dpdkCommands = []struct {
 	{"/roce/qos", "roce-fwd QoS per port, arrays by TC. Param: port", qosReply},
 	{"/roce/pfc", "roce-fwd PFC per port, arrays by priority. Param: port", pfcReply},
 	{"/roce/lcores", "roce-fwd worker lcores: packets, cycles, polls", lcoresReply},
+	{"/roce/flows", "roce-fwd flow rules of a port with their hits. Param: port", flowsReply},
+	{"/roce/offload", "roce-fwd flow rule backend and counts per port. Param: port", offloadReply},
 }
 
 // RegisterDPDK adds the /roce/* commands to EAL's telemetry socket
@@ -155,6 +160,88 @@ func lcoresReply(r daemon.Report, _ string) (any, error) {
 			"cycles_per_packet": strconv.FormatFloat(l.CyclesPerPacket, 'f', 1, 64),
 			"empty_poll_pct":    strconv.FormatFloat(empty, 'f', 1, 64),
 			"mpps":              strconv.FormatFloat(l.Mpps, 'f', 3, 64),
+		}
+	}
+	return out, nil
+}
+
+// flowPort finds a port of the flow rules manager by name, or by id as the
+// console's flow commands accept it.
+func flowPort(f daemon.FlowRules, param string) (offload.PortStatus, error) {
+	if f == nil {
+		return offload.PortStatus{}, errors.New("no flow rules")
+	}
+	ports := f.Ports()
+	for _, st := range ports {
+		if st.Name == param {
+			return st, nil
+		}
+	}
+	if id, err := strconv.ParseUint(param, 10, 16); err == nil {
+		for _, st := range ports {
+			if st.ID == uint16(id) {
+				return st, nil
+			}
+		}
+	}
+	return offload.PortStatus{}, fmt.Errorf("no port %q", param)
+}
+
+// flowsReply is one port's rules keyed by rule id, as "flow list" shows
+// them. packets and bytes are absent when nothing counts the rule (a NIC
+// rule without a count action); green, yellow and red come with software
+// meters. DPDK leaves out the rules that do not fit its 16 KiB reply
+// (some 160 or more); /metrics and the console have them all.
+func flowsReply(r daemon.Report, params string) (any, error) {
+	if params == "" {
+		return nil, errors.New("/roce/flows needs a port: /roce/flows,<port>")
+	}
+	st, err := flowPort(r.Flows, params)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := r.Flows.List(st.ID, nil)
+	if err != nil {
+		return nil, err
+	}
+	rules := dict{}
+	for _, e := range entries {
+		rule := dict{"id": e.Rule.ID, "group": e.Rule.Group, "priority": e.Rule.Priority, "where": e.Where.String()}
+		if e.Counted {
+			rule["packets"], rule["bytes"] = e.Counter.Packets, e.Counter.Bytes
+		}
+		if e.CountErr != nil {
+			rule["count_error"] = e.CountErr.Error()
+		}
+		if swMeter(e) {
+			rule["green"], rule["yellow"], rule["red"] = e.Counter.Green, e.Counter.Yellow, e.Counter.Red
+		}
+		rules[strconv.FormatUint(uint64(e.Rule.ID), 10)] = rule
+	}
+	return dict{st.Name: rules}, nil
+}
+
+// offloadReply is "show offload" in brief, per port.
+func offloadReply(r daemon.Report, params string) (any, error) {
+	if r.Flows == nil {
+		return dict{}, nil
+	}
+	var ports []offload.PortStatus
+	if params == "" {
+		ports = r.Flows.Ports()
+	} else {
+		st, err := flowPort(r.Flows, params)
+		if err != nil {
+			return nil, err
+		}
+		ports = []offload.PortStatus{st}
+	}
+	out := dict{}
+	for _, st := range ports {
+		out[st.Name] = dict{
+			"port_id": st.ID, "driver": st.Caps.Driver, "backend": st.Backend.String(), "engine": st.Caps.Engine,
+			"rules_hw": st.HW, "rules_sw": st.SW, "inserted": st.Inserted, "failed": st.Failed, "destroyed": st.Destroyed,
+			"not_applicable": r.Flows.NotApplicable(st.ID),
 		}
 	}
 	return out, nil

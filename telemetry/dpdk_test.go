@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -132,6 +133,78 @@ func TestDPDKCommands(t *testing.T) {
 		if js, _ := json.Marshal(b); len(js) > 16*1024-64 {
 			t.Errorf("reply %d is %d bytes, near DPDK's 16 KiB", i, len(js))
 		}
+	}
+}
+
+func TestDPDKFlowCommands(t *testing.T) {
+	flows := newFakeFlows()
+	if err := RegisterDPDK(func() daemon.Report { r := testReport(); r.Flows = flows; return r }); err != nil {
+		t.Fatal(err)
+	}
+	r := telQuery(t, "/roce/flows,p0")
+	if got, want := flows.listed(), map[uint16]int{0: 1}; !maps.Equal(got, want) {
+		t.Errorf("/roce/flows,p0 listed the ports' rules %v times, want %v", got, want)
+	}
+	r = append(r, telQuery(t, "/roce/flows,1", "/roce/flows", "/roce/flows,nosuch", "/roce/offload", "/roce/offload,p1", "/roce/offload,nosuch")...)
+	flows0, flows1, flowsNone, flowsBad, off, off1, offBad := r[0], r[1], r[2], r[3], r[4], r[5], r[6]
+	for _, c := range []struct {
+		got  any
+		want any
+	}{
+		{at(flows0, "p0", "0", "id"), 0.0},
+		{at(flows0, "p0", "0", "group"), 0.0},
+		{at(flows0, "p0", "0", "priority"), 1.0},
+		{at(flows0, "p0", "0", "where"), "sw"},
+		{at(flows0, "p0", "0", "packets"), 601.0},
+		{at(flows0, "p0", "0", "bytes"), 602.0},
+		{at(flows0, "p0", "0", "green"), nil}, // no meter
+		{at(flows0, "p0", "4", "id"), 4.0},
+		{at(flows0, "p0", "4", "group"), 2.0},
+		{at(flows0, "p0", "4", "packets"), 603.0},
+		{at(flows0, "p0", "4", "green"), 605.0},
+		{at(flows0, "p0", "4", "yellow"), 606.0},
+		{at(flows0, "p0", "4", "red"), 607.0},
+
+		// By port id, as the console's flow commands.
+		{at(flows1, "p1", "7", "where"), "hw"},
+		{at(flows1, "p1", "7", "packets"), 611.0},
+		{at(flows1, "p1", "7", "bytes"), 612.0},
+		{at(flows1, "p1", "8", "priority"), 1.0},
+		{at(flows1, "p1", "8", "packets"), nil}, // no count action
+		{at(flows1, "p1", "9", "packets"), 613.0},
+		{at(flows1, "p1", "9", "green"), nil}, // NIC meters' colours are not read
+		{at(flows1, "p1", "10", "group"), 3.0},
+		{at(flows1, "p1", "10", "packets"), nil},
+		{at(flows1, "p1", "10", "count_error"), "query failed"},
+		{flowsNone, nil},
+		{flowsBad, nil},
+
+		{at(off, "p0", "port_id"), 0.0},
+		{at(off, "p0", "backend"), "software"},
+		{at(off, "p0", "engine"), "none"},
+		{at(off, "p0", "driver"), "net_pcap"},
+		{at(off, "p0", "rules_hw"), 0.0},
+		{at(off, "p0", "rules_sw"), 2.0},
+		{at(off, "p0", "failed"), 63.0},
+		{at(off, "p0", "not_applicable"), 61.0},
+		{at(off, "p1", "backend"), "rte_flow"},
+		{at(off, "p1", "engine"), "rte_flow"},
+		{at(off, "p1", "rules_hw"), 4.0},
+		{at(off, "p1", "inserted"), 62.0},
+		{at(off, "p1", "destroyed"), 64.0},
+		{at(off1, "p1", "inserted"), 62.0},
+		{at(off1, "p0"), nil},
+		{offBad, nil},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %#v, want %#v", c.got, c.want)
+		}
+	}
+	if m, _ := at(flows0, "p0").(map[string]any); len(m) != 2 {
+		t.Errorf("%d rules of p0 in /roce/flows,p0, want 2", len(m))
+	}
+	if m, _ := at(flows1, "p1").(map[string]any); len(m) != 4 {
+		t.Errorf("%d rules of p1 in /roce/flows,1, want 4", len(m))
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -188,6 +190,28 @@ func TestMetrics(t *testing.T) {
 		{"rocefwd_qp_table_inserts_total", nil, 34, counter},
 		{"rocefwd_qp_table_evictions_total", nil, 35, counter},
 		{"rocefwd_qp_table_aged_total", nil, 36, counter},
+
+		{"rocefwd_flow_rule_packets_total", l("port", "p0", "rule", "0", "group", "0", "where", "sw"), 601, counter},
+		{"rocefwd_flow_rule_bytes_total", l("port", "p0", "rule", "0", "group", "0", "where", "sw"), 602, counter},
+		{"rocefwd_flow_rule_packets_total", l("port", "p0", "rule", "4", "group", "2", "where", "sw"), 603, counter},
+		{"rocefwd_flow_rule_bytes_total", l("port", "p0", "rule", "4", "group", "2", "where", "sw"), 604, counter},
+		{"rocefwd_flow_meter_packets_total", l("port", "p0", "rule", "4", "color", "green"), 605, counter},
+		{"rocefwd_flow_meter_packets_total", l("port", "p0", "rule", "4", "color", "yellow"), 606, counter},
+		{"rocefwd_flow_meter_packets_total", l("port", "p0", "rule", "4", "color", "red"), 607, counter},
+		{"rocefwd_flow_rule_packets_total", l("port", "p1", "rule", "7", "group", "1", "where", "hw"), 611, counter},
+		{"rocefwd_flow_rule_bytes_total", l("port", "p1", "rule", "7", "group", "1", "where", "hw"), 612, counter},
+		{"rocefwd_flow_rule_packets_total", l("port", "p1", "rule", "9", "group", "1", "where", "hw"), 613, counter},
+		{"rocefwd_flow_rules", l("port", "p0", "where", "sw"), 2, gauge},
+		{"rocefwd_flow_rules", l("port", "p0", "where", "hw"), 0, gauge},
+		{"rocefwd_flow_rules", l("port", "p1", "where", "hw"), 4, gauge},
+		{"rocefwd_flow_rules", l("port", "p1", "where", "sw"), 0, gauge},
+		{"rocefwd_flow_backend_info", l("port", "p0", "backend", "software", "engine", "none", "driver", "net_pcap"), 1, gauge},
+		{"rocefwd_flow_backend_info", l("port", "p1", "backend", "rte_flow", "engine", "rte_flow", "driver", "mlx5_pci"), 1, gauge},
+		{"rocefwd_flow_inserted_total", l("port", "p0"), 0, counter},
+		{"rocefwd_flow_inserted_total", l("port", "p1"), 62, counter},
+		{"rocefwd_flow_insert_failures_total", l("port", "p0"), 63, counter},
+		{"rocefwd_flow_not_applicable_packets_total", l("port", "p0"), 61, counter},
+		{"rocefwd_flow_not_applicable_packets_total", l("port", "p1"), 0, counter},
 	} {
 		m, ok := sample(mfs, w.name, w.labels)
 		if !ok {
@@ -213,6 +237,71 @@ func TestMetrics(t *testing.T) {
 	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total", "promhttp_metric_handler_requests_total"} {
 		if mfs[name] == nil {
 			t.Errorf("%s missing", name)
+		}
+	}
+}
+
+// Only counted rules have hit series, and only software meters colour
+// series; each family carries exactly its labels; a scrape lists each
+// port's rules once.
+func TestFlowMetrics(t *testing.T) {
+	flows := newFakeFlows()
+	mfs := scrape(t, func() daemon.Report { r := testReport(); r.Flows = flows; return r })
+	if got, want := flows.listed(), map[uint16]int{0: 1, 1: 1}; !maps.Equal(got, want) {
+		t.Errorf("one scrape listed the ports' rules %v times, want %v", got, want)
+	}
+	for _, c := range []struct {
+		name string
+		n    int
+	}{
+		// p0 rules 0 and 4, p1 rules 7 and 9: not 8 (no count action)
+		// nor 10 (its query failed).
+		{"rocefwd_flow_rule_packets_total", 4},
+		{"rocefwd_flow_rule_bytes_total", 4},
+		// p0 rule 4's colours; not p1 rule 9's, a NIC meter.
+		{"rocefwd_flow_meter_packets_total", 3},
+		{"rocefwd_flow_rules", 4},
+		{"rocefwd_flow_backend_info", 2},
+	} {
+		if n := len(mfs[c.name].GetMetric()); n != c.n {
+			t.Errorf("%d %s series, want %d", n, c.name, c.n)
+		}
+	}
+	for name, want := range map[string][]string{
+		"rocefwd_flow_rule_packets_total":           {"group", "port", "rule", "where"},
+		"rocefwd_flow_rule_bytes_total":             {"group", "port", "rule", "where"},
+		"rocefwd_flow_meter_packets_total":          {"color", "port", "rule"},
+		"rocefwd_flow_rules":                        {"port", "where"},
+		"rocefwd_flow_backend_info":                 {"backend", "driver", "engine", "port"},
+		"rocefwd_flow_inserted_total":               {"port"},
+		"rocefwd_flow_insert_failures_total":        {"port"},
+		"rocefwd_flow_not_applicable_packets_total": {"port"},
+	} {
+		for _, m := range mfs[name].GetMetric() {
+			var got []string
+			for _, lp := range m.GetLabel() {
+				got = append(got, lp.GetName())
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s labels %v, want %v", name, got, want)
+			}
+		}
+	}
+	if m, ok := sample(mfs, "rocefwd_flow_rule_packets_total", map[string]string{"port": "p1", "rule": "8"}); ok {
+		t.Errorf("a rule without a count action exported as %v", m)
+	}
+	if m, ok := sample(mfs, "rocefwd_flow_meter_packets_total", map[string]string{"port": "p1"}); ok {
+		t.Errorf("NIC meter colours exported as %v", m)
+	}
+}
+
+// A report without flow rules has no flow series.
+func TestFlowMetricsWithoutFlows(t *testing.T) {
+	r := testReport()
+	r.Flows = nil
+	for name := range scrape(t, func() daemon.Report { return r }) {
+		if strings.HasPrefix(name, "rocefwd_flow_") {
+			t.Errorf("%s exported without flow rules", name)
 		}
 	}
 }

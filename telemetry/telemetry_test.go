@@ -1,10 +1,16 @@
 package telemetry
 
 import (
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
 	"testing"
 
 	"roce-fwd/daemon"
+	"roce-fwd/flowrule"
 	"roce-fwd/internal/testenv"
+	"roce-fwd/offload"
 	"roce-fwd/pipeline"
 	"roce-fwd/qos"
 	"roce-fwd/qpstats"
@@ -67,5 +73,80 @@ func testReport() daemon.Report {
 			QPTable: qpstats.TableStats{Slots: 4096, Used: 33, Inserts: 34, Evictions: 35, Aged: 36},
 			QPFlows: 33,
 		},
+		Flows: newFakeFlows(),
 	}
+}
+
+// fakeFlows is a flow rules manager of two ports: p0 runs its rules in
+// software (a counter and a meter), p1 on a NIC (a counted rule, one
+// without a count action, a NIC meter and a rule whose query failed).
+// It counts List calls per port.
+type fakeFlows struct {
+	ports []offload.PortStatus
+	rules map[uint16][]offload.Entry
+	na    map[uint16]uint64
+
+	mu    sync.Mutex
+	lists map[uint16]int
+}
+
+func newFakeFlows() *fakeFlows {
+	count := flowrule.Action{Type: flowrule.ActCount}
+	meter := flowrule.Action{Type: flowrule.ActMeter, Meter: &flowrule.Meter{Algorithm: flowrule.SrTCM, CIR: 1, CBS: 1, EBS: 1}}
+	queue := flowrule.Action{Type: flowrule.ActQueue}
+	rule := func(id, group, prio uint32, acts ...flowrule.Action) flowrule.Rule {
+		return flowrule.Rule{ID: id, Group: group, Priority: prio, Ingress: true,
+			Items: []flowrule.Item{{Type: flowrule.ItemEth}}, Actions: acts}
+	}
+	return &fakeFlows{
+		ports: []offload.PortStatus{
+			{ID: 0, Name: "p0", Backend: offload.BackendSoftware, SW: 2, Failed: 63,
+				Caps: offload.Caps{Driver: "net_pcap", Engine: "none"}},
+			{ID: 1, Name: "p1", Backend: offload.BackendRTEFlow, HW: 4, Inserted: 62, Destroyed: 64,
+				Caps: offload.Caps{Driver: "mlx5_pci", Engine: "rte_flow"}},
+		},
+		rules: map[uint16][]offload.Entry{
+			0: {
+				{Rule: rule(0, 0, 1, count), Where: offload.InSoftware, Counted: true,
+					Counter: flowrule.Counter{Packets: 601, Bytes: 602}},
+				{Rule: rule(4, 2, 0, meter), Where: offload.InSoftware, Counted: true,
+					Counter: flowrule.Counter{Packets: 603, Bytes: 604, Green: 605, Yellow: 606, Red: 607}},
+			},
+			1: {
+				{Rule: rule(7, 1, 0, count), Where: offload.InHardware, Counted: true,
+					Counter: flowrule.Counter{Packets: 611, Bytes: 612}},
+				{Rule: rule(8, 1, 1, queue), Where: offload.InHardware},
+				{Rule: rule(9, 1, 2, count, meter), Where: offload.InHardware, Counted: true,
+					Counter: flowrule.Counter{Packets: 613, Bytes: 614, Green: 615}},
+				{Rule: rule(10, 3, 0, count), Where: offload.InHardware, CountErr: errors.New("query failed")},
+			},
+		},
+		na:    map[uint16]uint64{0: 61},
+		lists: map[uint16]int{},
+	}
+}
+
+func (f *fakeFlows) Ports() []offload.PortStatus { return f.ports }
+
+func (f *fakeFlows) List(port uint16, groups []uint32) ([]offload.Entry, error) {
+	f.mu.Lock()
+	f.lists[port]++
+	f.mu.Unlock()
+	if groups != nil {
+		return nil, errors.New("the exports list every group")
+	}
+	e, ok := f.rules[port]
+	if !ok {
+		return nil, fmt.Errorf("port %d has no flow rules manager", port)
+	}
+	return e, nil
+}
+
+func (f *fakeFlows) NotApplicable(port uint16) uint64 { return f.na[port] }
+
+// listed is how many times each port's rules were listed.
+func (f *fakeFlows) listed() map[uint16]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.lists)
 }

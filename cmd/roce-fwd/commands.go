@@ -141,7 +141,7 @@ func startControl(ctx context.Context, d *daemon.Daemon, sh *console.Shell, cfg 
 		if err := telemetry.RegisterDPDK(d.Snapshot); err != nil {
 			log.Warn("DPDK telemetry: /roce/* commands not registered", "err", err)
 		} else if sock := dpdk.TelemetrySocket(); sock != "" {
-			log.Info("DPDK telemetry", "socket", sock, "commands", "/roce/stats /roce/qos /roce/pfc /roce/lcores")
+			log.Info("DPDK telemetry", "socket", sock, "commands", "/roce/stats /roce/qos /roce/pfc /roce/lcores /roce/flows /roce/offload")
 		}
 	}
 	hup := make(chan os.Signal, 1)
