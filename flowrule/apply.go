@@ -53,6 +53,7 @@ type State struct {
 	t        *Table
 	counters []Counter
 	meters   []meterState
+	params   []meterParams // the table's meters, or this lcore's share of them
 }
 
 const nano = 1_000_000_000
@@ -66,10 +67,23 @@ func newMeterParams(m *Meter) meterParams {
 }
 
 // NewState returns a State for t with zero counters and full buckets.
-func NewState(t *Table) *State {
-	s := &State{t: t, counters: make([]Counter, len(t.cr)), meters: make([]meterState, len(t.meters))}
+func NewState(t *Table) *State { return NewStateShare(t, 1) }
+
+// NewStateShare is NewState for one of n lcores that run t on the same
+// traffic: each meter gets 1/n of every rate and burst, so that the n
+// lcores together hold the configured rate as one NIC meter would (with
+// the traffic spread evenly over them, as RSS does).
+func NewStateShare(t *Table, n int) *State {
+	n = max(n, 1)
+	s := &State{t: t, counters: make([]Counter, len(t.cr)), meters: make([]meterState, len(t.meters)),
+		params: append([]meterParams(nil), t.meters...)}
+	for i := range s.params {
+		p := &s.params[i]
+		p.cir, p.pir = p.cir/uint64(n), p.pir/uint64(n)
+		p.cbs, p.ebs, p.pbs = p.cbs/uint64(n), p.ebs/uint64(n), p.pbs/uint64(n)
+	}
 	for i := range s.meters {
-		p := &t.meters[i]
+		p := &s.params[i]
 		s.meters[i].c = p.cbs
 		if p.alg == SrTCM {
 			s.meters[i].e = p.ebs
@@ -140,7 +154,7 @@ func (s *State) Carry(old *State, from []int) {
 		}
 		s.counters[i] = old.counters[j]
 		mi, mj := s.t.meterOf(i), old.t.meterOf(j)
-		if mi >= 0 && mj >= 0 && s.t.meters[mi] == old.t.meters[mj] {
+		if mi >= 0 && mj >= 0 && s.params[mi] == old.params[mj] {
 			s.meters[mi] = old.meters[mj]
 		}
 	}
@@ -217,7 +231,7 @@ func (t *Table) apply(idx int, frame []byte, r *roce.Result, st *State, now int6
 				v.DSCPSet, v.DSCP = true, a.dscp
 			}
 		case ActMeter:
-			p := &t.meters[a.meter]
+			p := &st.params[a.meter]
 			col := st.meters[a.meter].color(p, now, uint64(pktLen)*nano)
 			v.Color = col
 			var ca ColorAction

@@ -313,3 +313,37 @@ func BenchmarkApply(b *testing.B) {
 		tab.Apply(0, f, &r, st, now, len(f))
 	}
 }
+
+// Four lcores sharing one meter, each with a quarter of the traffic, hold
+// the configured rate together, as one NIC meter does.
+func TestMeterShare(t *testing.T) {
+	const cir = 125_000_000
+	const n = 4
+	tab, err := Compile(mustParseRules(t, "flow create 0 ingress pattern eth / end actions meter srtcm cir 125000000 cbs 65536 ebs 0 / end"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := roceFrame(t, roce.FrameSpec{BTH: roce.BTHFields{Opcode: 0x04}})
+	r := classify(f)
+	var green float64
+	const size, sec = 1024, int64(1e9)
+	gap := int64(float64(size) / (2 * cir) * 1e9 * n) // each lcore offers 2xCIR/n
+	for range n {
+		st := NewStateShare(tab, n)
+		for now := int64(0); now < 2*sec; now += gap {
+			if v := tab.Apply(0, f, r, st, now, size); v.Color == Green {
+				green += size
+			}
+		}
+	}
+	within(t, "green bytes/s over 4 lcores", green/2, cir, 0.02)
+	// One lcore with all the traffic and the whole meter: the same rate.
+	st := NewState(tab)
+	var alone float64
+	for now := int64(0); now < 2*sec; now += gap / n {
+		if v := tab.Apply(0, f, r, st, now, size); v.Color == Green {
+			alone += size
+		}
+	}
+	within(t, "green bytes/s on one lcore", alone/2, cir, 0.02)
+}

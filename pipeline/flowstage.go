@@ -56,6 +56,7 @@ type FlowStats struct {
 // portFlows is one worker's instance of a port's table in one direction.
 type portFlows struct {
 	t             *flowrule.Table
+	ingress       bool // a DSCP rewrite here changes the TC the packet is queued in
 	st            *flowrule.State
 	notApplicable uint64
 	pub           []flowrule.Counter // published copy; capacity set by the control plane
@@ -119,9 +120,10 @@ func (w *Worker) applyFlows(pf *portFlows, m *dpdk.Mbuf, frame []byte, r *roce.R
 	if v.Flag {
 		m.SetFlag()
 	}
-	if v.DSCPSet {
+	if v.DSCPSet && pf.ingress {
 		// Apply rewrote r.DSCP: the QoS stage queues by the new one, as
-		// if the NIC had rewritten it before roce-fwd saw the packet.
+		// if the NIC had rewritten it before roce-fwd saw the packet. An
+		// egress rewrite happens after scheduling on a NIC: the TC stays.
 		r.TC = tcmap.TC(r)
 	}
 	if v.NotInSoftware != 0 {
@@ -314,7 +316,9 @@ func (p *Pipeline) SetFlows(port uint16, dir FlowDir, t *flowrule.Table, carry [
 	for _, w := range ws {
 		u := &flowUpdate{port: port, dir: dir, carry: carry}
 		if t != nil {
-			u.pf = &portFlows{t: t, st: flowrule.NewState(t), pub: make([]flowrule.Counter, 0, len(t.Rules()))}
+			// Each worker meters its share of the port's traffic: together
+			// they hold the configured rate, as one NIC meter would.
+			u.pf = &portFlows{t: t, ingress: dir == FlowIngress, st: flowrule.NewStateShare(t, len(ws)), pub: make([]flowrule.Counter, 0, len(t.Rules()))}
 			inst.workers = append(inst.workers, w)
 			inst.pfs = append(inst.pfs, u.pf)
 		}
