@@ -181,12 +181,20 @@ func (p *Pipeline) Start() error {
 	if p.running {
 		return errors.New("forwarding is already started")
 	}
+	// SetFlows, FlowCounters and the counter snapshots act for a stopped
+	// worker themselves, under these locks: a worker starting in the
+	// middle would run next to them.
+	p.flows.mu.Lock()
+	defer p.flows.mu.Unlock()
 	for i, w := range p.Workers {
 		w.stop.Store(false)
 		// Looping from before the launch: the control plane must not
 		// touch the worker's state itself while the loop starts.
+		w.snap.mu.Lock()
 		w.looping.Store(true)
-		if err := dpdk.Launch(w.Lcore, w.Loop); err != nil {
+		err := dpdk.Launch(w.Lcore, w.Loop)
+		w.snap.mu.Unlock()
+		if err != nil {
 			w.looping.Store(false)
 			for _, v := range p.Workers[:i] {
 				v.stop.Store(true)
