@@ -233,6 +233,10 @@ func validateFlow(c *checker, rp path, r *OffloadRule, pt *Port, pr *portRules, 
 		}
 		return
 	}
+	if err := cmd.Rule.CheckDirection(); err != nil {
+		c.errorf(fp, "%v", err)
+		return
+	}
 	if pt == nil {
 		return
 	}

@@ -159,13 +159,13 @@ func (s *Shell) flowDestroy(m *offload.Manager, port uint16, ids []uint32, jsonO
 	if len(ids) == 0 {
 		return "", errors.New("Bad arguments: no rule to destroy (usage: flow destroy <port> rule <id> [rule <id>]...)")
 	}
-	before, err := m.List(port, nil)
+	before, err := m.IDs(port)
 	if err != nil {
 		return "", err
 	}
 	existed := map[uint32]bool{}
-	for _, e := range before {
-		existed[e.Rule.ID] = true
+	for _, id := range before {
+		existed[id] = true
 	}
 	done, err := m.Destroy(port, ids)
 	var b strings.Builder

@@ -212,3 +212,16 @@ func (m *Meter) validate() error {
 	}
 	return nil
 }
+
+// CheckDirection refuses what roce-fwd cannot run on a port: a rule with
+// neither ingress nor egress (every PMD refuses it), and transfer rules,
+// which act in the NIC's e-switch that roce-fwd does not manage.
+func (r *Rule) CheckDirection() error {
+	if r.Transfer {
+		return errors.New("transfer rules act in the NIC's e-switch, which roce-fwd does not manage")
+	}
+	if !r.Ingress && !r.Egress {
+		return errors.New("the rule needs ingress or egress (as every PMD requires)")
+	}
+	return nil
+}

@@ -98,8 +98,10 @@ type PortStatus struct {
 	Backend Backend
 	Caps    Caps
 	HW, SW  int // rules in each place
-	// Inserted counts rules the NIC took, Failed the NIC's refusals (each
-	// then ran in software), Destroyed the rules removed.
+	// Inserted counts rules the NIC took; Failed the rules tried on the
+	// NIC that run in software instead (refused by the PMD, or not
+	// expressible in 22.11's rte_flow, like meters and ib_bth); Destroyed
+	// the rules removed.
 	Inserted, Failed, Destroyed uint64
 	InsertTime                  time.Duration // total time of the NIC insertions
 }
@@ -142,12 +144,13 @@ type port struct {
 }
 
 type installed struct {
-	r     flowrule.Rule
-	where Where
-	why   string
-	h     Handle
-	tbl   TemplateTable
-	swIdx [2]int // index in the software table of each direction, -1: absent
+	r       flowrule.Rule
+	where   Where
+	why     string
+	h       Handle
+	tbl     TemplateTable
+	counted bool   // the NIC rule has a count action (maybe added: nicRule)
+	swIdx   [2]int // index in the software table of each direction, -1: absent
 }
 
 // New returns a Manager; requested is [offload] backend.
@@ -191,8 +194,9 @@ func isMLX5(driver string) bool { return strings.HasPrefix(driver, "mlx5") }
 
 // AddPort probes a configured, not yet started port and chooses its
 // backend. For the template API it calls rte_flow_configure, which must
-// come before the port starts. It fails only on a template engine that
-// refuses to be configured while the backend was asked for explicitly.
+// come before the port starts. It returns no error today: a port whose
+// engine fails the probe gets the software backend, with the reason in
+// Caps.Note.
 func (m *Manager) AddPort(info PortInfo, eng Engine) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -294,8 +298,8 @@ func validateMatrix(eng Engine) []Shape {
 }
 
 // Start finishes the probe once the ports run: a trial create/destroy on
-// synchronous engines, and on mlx5 the root jump rule. sw is where
-// software rules go from now on.
+// synchronous engines. sw is where software rules go from now on. (On
+// mlx5 the root jump rule comes with the first rule of its direction.)
 func (m *Manager) Start(sw Software) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -373,13 +377,7 @@ func checkRule(r *flowrule.Rule) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
-	if r.Transfer {
-		return errors.New("transfer rules act in the NIC's e-switch, which roce-fwd does not manage")
-	}
-	if !r.Ingress && !r.Egress {
-		return errors.New("the rule needs ingress or egress (as every PMD requires)")
-	}
-	return nil
+	return r.CheckDirection()
 }
 
 // Validate says where r would run on port id, and why not on the NIC.
@@ -397,7 +395,11 @@ func (m *Manager) Validate(id uint16, r flowrule.Rule) (Where, string, error) {
 		hr := p.nicRule(&r)
 		spec, err := dpdk.CompileFlow(&hr)
 		if err == nil {
-			err = p.eng.Validate(spec)
+			// HW steering has no synchronous validate: the template API
+			// judges a rule when its table and the rule are created.
+			if p.backend == BackendRTEFlow {
+				err = p.eng.Validate(spec)
+			}
 			spec.Free()
 		}
 		if err == nil {
@@ -432,14 +434,17 @@ func (p *port) refusal(err error) string {
 	return fmt.Sprintf("%s refused it: %v; rule runs in software", p.Driver, err)
 }
 
-// nicRule is r as installed on the NIC: one group up on Direct Rules.
+// nicRule is r as installed on the NIC: one group up on Direct Rules,
+// and with a count action when it drops, since what the NIC drops never
+// reaches roce-fwd's drop counters.
 func (p *port) nicRule(r *flowrule.Rule) flowrule.Rule {
 	hr := *r
-	if p.shift == 0 {
-		return hr
+	hr.Actions = slices.Clone(r.Actions)
+	drops := slices.ContainsFunc(hr.Actions, func(a flowrule.Action) bool { return a.Type == flowrule.ActDrop })
+	if drops && !hasCount(&hr) {
+		hr.Actions = slices.Insert(hr.Actions, 0, flowrule.Action{Type: flowrule.ActCount})
 	}
 	hr.Group += p.shift
-	hr.Actions = slices.Clone(r.Actions)
 	for i := range hr.Actions {
 		if hr.Actions[i].Type == flowrule.ActJump {
 			hr.Actions[i].Group += p.shift
@@ -477,12 +482,16 @@ func (m *Manager) Create(id uint16, r flowrule.Rule, auto bool) (Entry, error) {
 	}
 	nr := p.place(r)
 	p.insert(nr)
-	if err := m.syncSoftware(p); err != nil {
+	applied, err := m.syncSoftware(p)
+	if !applied {
 		p.remove(nr)
 		if nr.where == InHardware {
 			p.uninstall(nr)
 		}
 		return Entry{}, err
+	}
+	if err != nil {
+		return Entry{Rule: nr.r, Where: nr.where, Why: nr.why}, fmt.Errorf("rule %d created, but: %w", nr.r.ID, err)
 	}
 	return Entry{Rule: nr.r, Where: nr.where, Why: nr.why}, nil
 }
@@ -513,8 +522,16 @@ func (m *Manager) CreateAll(id uint16, rules []flowrule.Rule) ([]Entry, error) {
 		p.insert(nr)
 		added = append(added, nr)
 	}
-	if err := m.syncSoftware(p); err != nil {
+	if applied, err := m.syncSoftware(p); !applied {
+		for _, r := range added {
+			p.remove(r)
+			if r.where == InHardware {
+				p.uninstall(r)
+			}
+		}
 		return nil, err
+	} else if err != nil {
+		return nil, fmt.Errorf("rules installed, but: %w", err)
 	}
 	out := make([]Entry, len(added))
 	for i, r := range added {
@@ -576,6 +593,7 @@ func (p *port) install(r *installed) error {
 		}
 	}
 	hr := p.nicRule(&r.r)
+	r.counted = hasCount(&hr)
 	spec, err := dpdk.CompileFlow(&hr)
 	if err != nil {
 		return err
@@ -697,17 +715,23 @@ func (p *port) uninstall(r *installed) error {
 	} else {
 		err = p.eng.Destroy(r.h)
 	}
-	r.h = nil
+	if err == nil {
+		r.h = nil
+	}
 	return err
 }
 
 // syncSoftware recompiles the port's software tables after a change:
 // every rule of a direction, the NIC's marked as offloaded, as soon as one
-// of them runs in software; none otherwise.
-func (m *Manager) syncSoftware(p *port) error {
+// of them runs in software; none otherwise. applied says the pipeline now
+// runs tables made of p.rules: true with an error means a worker was slow
+// to take them and will when it next polls; false means nothing changed
+// in the pipeline (a compile error, a worker still on the previous table).
+func (m *Manager) syncSoftware(p *port) (applied bool, err error) {
 	if m.sw == nil {
-		return nil
+		return true, nil
 	}
+	var late error
 	for d := range 2 {
 		var rules []flowrule.Rule
 		var hw []bool
@@ -722,28 +746,26 @@ func (m *Manager) syncSoftware(p *port) error {
 			members = append(members, r)
 			anySW = anySW || r.where == InSoftware
 		}
-		if !anySW {
-			if p.sw[d] != nil {
-				if err := m.sw.SetFlows(p.ID, pipeDir[d], nil, nil); err != nil {
-					return err
+		var t *flowrule.Table
+		var carry []int
+		if anySW {
+			if t, err = flowrule.CompileOffloaded(rules, hw); err != nil {
+				return false, err
+			}
+			carry = make([]int, len(members))
+			for i, r := range members {
+				carry[i] = r.swIdx[d]
+			}
+		} else {
+			members = nil
+		}
+		if t != nil || p.sw[d] != nil {
+			if err := m.sw.SetFlows(p.ID, pipeDir[d], t, carry); err != nil {
+				if m.sw.FlowCounters(p.ID, pipeDir[d]).Table != t {
+					return false, err
 				}
-				p.sw[d] = nil
+				late = err
 			}
-			for _, r := range p.rules {
-				r.swIdx[d] = -1
-			}
-			continue
-		}
-		t, err := flowrule.CompileOffloaded(rules, hw)
-		if err != nil {
-			return err
-		}
-		carry := make([]int, len(members))
-		for i, r := range members {
-			carry[i] = r.swIdx[d]
-		}
-		if err := m.sw.SetFlows(p.ID, pipeDir[d], t, carry); err != nil {
-			return err
 		}
 		p.sw[d] = t
 		for _, r := range p.rules {
@@ -753,7 +775,7 @@ func (m *Manager) syncSoftware(p *port) error {
 			r.swIdx[d] = i
 		}
 	}
-	return nil
+	return true, late
 }
 
 // Destroy removes rules of port id; it returns the numbers it removed
@@ -765,24 +787,42 @@ func (m *Manager) Destroy(id uint16, ids []uint32) ([]uint32, error) {
 	if err != nil {
 		return nil, err
 	}
-	var done []uint32
-	var errs []error
+	var gone []*installed
 	for _, n := range ids {
-		r := p.find(n)
-		if r == nil {
-			continue
+		if r := p.find(n); r != nil && !slices.Contains(gone, r) {
+			p.remove(r)
+			gone = append(gone, r)
 		}
+	}
+	if len(gone) == 0 {
+		return nil, nil
+	}
+	// The software tables first: if the workers cannot take them, the
+	// rules stay everywhere, as they were.
+	applied, late := m.syncSoftware(p)
+	if !applied {
+		for _, r := range gone {
+			p.insert(r)
+		}
+		return nil, late
+	}
+	var done []uint32
+	errs := []error{late}
+	kept := false
+	for _, r := range gone {
 		if r.where == InHardware {
 			if err := p.uninstall(r); err != nil {
-				errs = append(errs, fmt.Errorf("rule %d: %w", n, err))
+				errs = append(errs, fmt.Errorf("rule %d: %w", r.r.ID, err))
+				p.insert(r)
+				kept = true
 				continue
 			}
 		}
-		p.remove(r)
 		p.status.Destroyed++
-		done = append(done, n)
+		done = append(done, r.r.ID)
 	}
-	if err := m.syncSoftware(p); err != nil {
+	if kept {
+		_, err := m.syncSoftware(p)
 		errs = append(errs, err)
 	}
 	return done, errors.Join(errs...)
@@ -812,11 +852,12 @@ func (m *Manager) List(id uint16, groups []uint32) ([]Entry, error) {
 		return nil, err
 	}
 	var out []Entry
+	sc := &swCounters{sw: m.sw}
 	for _, r := range p.rules {
 		if len(groups) > 0 && !slices.Contains(groups, r.r.Group) {
 			continue
 		}
-		out = append(out, p.entry(r, m.sw))
+		out = append(out, p.entry(r, sc))
 	}
 	slices.SortStableFunc(out, func(a, b Entry) int {
 		if c := cmpU32(a.Rule.Group, b.Rule.Group); c != 0 {
@@ -827,6 +868,21 @@ func (m *Manager) List(id uint16, groups []uint32) ([]Entry, error) {
 		}
 		return cmpU32(a.Rule.ID, b.Rule.ID)
 	})
+	return out, nil
+}
+
+// IDs returns the numbers of port id's rules, in order.
+func (m *Manager) IDs(id uint16) ([]uint32, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, err := m.port(id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint32, len(p.rules))
+	for i, r := range p.rules {
+		out[i] = r.r.ID
+	}
 	return out, nil
 }
 
@@ -842,34 +898,52 @@ func (m *Manager) Query(id uint16, n uint32) (Entry, error) {
 	if r == nil {
 		return Entry{}, fmt.Errorf("port %d has no flow rule %d", id, n)
 	}
-	return p.entry(r, m.sw), nil
+	return p.entry(r, &swCounters{sw: m.sw}), nil
 }
 
 func hasCount(r *flowrule.Rule) bool {
 	return slices.ContainsFunc(r.Actions, func(a flowrule.Action) bool { return a.Type == flowrule.ActCount })
 }
 
+// swCounters reads a port's software counters once per direction for
+// a listing: each read is a handshake with every worker.
+type swCounters struct {
+	sw  Software
+	got [2]bool
+	st  [2]pipeline.FlowStats
+}
+
+func (c *swCounters) get(p *port, d int) *pipeline.FlowStats {
+	if !c.got[d] {
+		c.st[d], c.got[d] = c.sw.FlowCounters(p.ID, pipeDir[d]), true
+	}
+	return &c.st[d]
+}
+
 // entry reads a rule's counters: the NIC's count action, or the software
 // table's counters summed over directions and workers.
-func (p *port) entry(r *installed, sw Software) Entry {
+func (p *port) entry(r *installed, sc *swCounters) Entry {
 	e := Entry{Rule: r.r, Where: r.where, Why: r.why}
 	if r.where == InHardware {
-		if !hasCount(&r.r) {
+		if !r.counted {
 			return e
 		}
 		hits, bytes, ok, err := p.eng.QueryCount(r.h)
-		e.Counter.Packets, e.Counter.Bytes, e.Counted, e.CountErr = hits, bytes, ok && err == nil, err
+		if err == nil && !ok {
+			err = errors.New("the PMD set neither hits nor bytes")
+		}
+		e.Counter.Packets, e.Counter.Bytes, e.Counted, e.CountErr = hits, bytes, err == nil, err
 		return e
 	}
 	e.Counted = true
-	if sw == nil {
+	if sc.sw == nil {
 		return e
 	}
 	for _, d := range dirs(&r.r) {
 		if r.swIdx[d] < 0 {
 			continue
 		}
-		st := sw.FlowCounters(p.ID, pipeDir[d])
+		st := sc.get(p, d)
 		if st.Table != p.sw[d] || r.swIdx[d] >= len(st.Rules) {
 			continue
 		}

@@ -126,21 +126,30 @@ func (t *fakeTable) Pull(q, max int) ([]dpdk.FlowOpResult, error) {
 func (t *fakeTable) Destroy() error { t.nic.log("table destroy %d", t.id); return nil }
 
 // fakeSW records the software tables as the pipeline would hold them.
+// busy refuses a table as a worker still on the previous one does; slow
+// takes it but reports a worker late, as the pipeline does.
 type fakeSW struct {
-	tables   map[uint16]*flowrule.Table
-	carries  [][]int
-	counters []flowrule.Counter
+	tables     map[uint16]*flowrule.Table
+	carries    [][]int
+	counters   []flowrule.Counter
+	busy, slow bool
 }
 
 func (s *fakeSW) SetFlows(port uint16, dir pipeline.FlowDir, t *flowrule.Table, carry []int) error {
 	if dir != pipeline.FlowIngress {
 		return errors.New("egress table in an ingress-only test")
 	}
+	if s.busy {
+		return errors.New("lcore 1 has not taken the previous flow table yet")
+	}
 	if s.tables == nil {
 		s.tables = map[uint16]*flowrule.Table{}
 	}
 	s.tables[port] = t
 	s.carries = append(s.carries, carry)
+	if s.slow {
+		return errors.New("lcore 1 did not take the new flow table within a second")
+	}
 	return nil
 }
 
@@ -377,6 +386,10 @@ func TestTemplateCallOrder(t *testing.T) {
 	if err != nil || e.Where != InSoftware || !strings.Contains(e.Why, "reported the operation failed") {
 		t.Errorf("failed async create: %+v %v, want software with the reason", e, err)
 	}
+	calls := len(nic.calls)
+	if w, _, err := m.Validate(0, mustRule(t, roceCount)); err != nil || w != InHardware || len(nic.calls) != calls {
+		t.Errorf("validate on the template API: %v %v, calls %v", w, err, nic.calls[calls:])
+	}
 	if nic.tables != 2 || sw.tables[0] == nil {
 		t.Errorf("%d tables, software table %v", nic.tables, sw.tables[0])
 	}
@@ -478,4 +491,82 @@ func BenchmarkSoftwareInsert1k(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(rules))/b.Elapsed().Seconds(), "rules/s")
+}
+
+// A table the workers cannot take leaves the rules as they were; one a
+// worker takes late keeps the change and says so.
+func TestSoftwareTableRefusedOrLate(t *testing.T) {
+	nic := newFake()
+	nic.info = syscall.ENOTSUP
+	nic.validate = func(d dpdk.FlowDescription) error {
+		if d.Actions[0].Type == dpdk.FlowActionMark {
+			return syscall.ENOTSUP
+		}
+		return nil
+	}
+	m, sw := newManager(t, "auto", PortInfo{ID: 0, Name: "in", Driver: "net_i40e"}, nic)
+	ids := func() []uint32 {
+		l, _ := m.List(0, nil)
+		var out []uint32
+		for _, e := range l {
+			out = append(out, e.Rule.ID)
+		}
+		return out
+	}
+	if _, err := m.Create(0, mustRule(t, "ingress pattern eth / ipv4 / end actions mark id 1 / end"), true); err != nil {
+		t.Fatal(err)
+	}
+	sw.busy = true
+	if _, err := m.Create(0, mustRule(t, "ingress pattern eth / ipv4 / udp / end actions mark id 2 / end"), true); err == nil {
+		t.Error("create succeeded while the workers could not take the table")
+	}
+	hwBefore := len(nic.live)
+	if _, err := m.Create(0, mustRule(t, roceCount), true); err == nil {
+		t.Error("a NIC rule was kept although the software table could not follow")
+	}
+	if len(nic.live) != hwBefore {
+		t.Errorf("NIC rules %d, want %d: the refused create left its rule on the NIC", len(nic.live), hwBefore)
+	}
+	if done, err := m.Destroy(0, []uint32{0}); err == nil || len(done) != 0 {
+		t.Errorf("destroy while busy: %v, %v", done, err)
+	}
+	if got := ids(); !slices.Equal(got, []uint32{0}) {
+		t.Errorf("rules %v after refusals, want [0]", got)
+	}
+	sw.busy, sw.slow = false, true
+	e, err := m.Create(0, mustRule(t, "ingress pattern eth / ipv6 / end actions mark id 3 / end"), true)
+	if err == nil || !strings.Contains(err.Error(), "rule 1 created, but") || e.Rule.ID != 1 {
+		t.Errorf("late create: %+v, %v", e, err)
+	}
+	if got := ids(); !slices.Equal(got, []uint32{0, 1}) {
+		t.Errorf("rules %v, want [0 1]: a late table is installed", got)
+	}
+	if tb := sw.tables[0]; tb == nil || len(tb.Rules()) != 2 {
+		t.Errorf("software table %v, want both rules", tb)
+	}
+}
+
+// What the NIC drops never reaches roce-fwd: a drop rule gets a count on
+// the NIC so that its drops can be read.
+func TestNICDropRuleIsCounted(t *testing.T) {
+	nic := newFake()
+	nic.info = syscall.ENOTSUP
+	m, _ := newManager(t, "auto", PortInfo{ID: 0, Name: "in", Driver: "net_ixgbe"}, nic)
+	e, err := m.Create(0, mustRule(t, "ingress pattern eth / ipv4 src is 10.0.0.9 / end actions drop / end"), true)
+	if err != nil || e.Where != InHardware {
+		t.Fatalf("%+v %v", e, err)
+	}
+	for h, d := range nic.live {
+		if len(d.Actions) != 3 || d.Actions[0].Type != dpdk.FlowActionCount || d.Actions[1].Type != dpdk.FlowActionDrop {
+			t.Errorf("NIC actions %+v, want count, drop, end", d.Actions)
+		}
+		nic.hits[h] = 7
+	}
+	q, err := m.Query(0, e.Rule.ID)
+	if err != nil || !q.Counted || q.Counter.Packets != 7 {
+		t.Errorf("query %+v %v, want the NIC's 7 drops", q, err)
+	}
+	if len(q.Rule.Actions) != 1 {
+		t.Errorf("the rule as listed grew to %+v; the count is the NIC's alone", q.Rule.Actions)
+	}
 }

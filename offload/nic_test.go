@@ -36,7 +36,7 @@ func openProbed(t *testing.T, backend string, vdevs ...string) (*Manager, *ethpo
 		return m.AddPort(PortInfo{ID: uint16(p.ID), Name: p.Name, Driver: p.Info.Driver}, NIC(p.ID))
 	})
 	if err != nil {
-		t.Skipf("vdevs %v: %v", vdevs, err)
+		t.Fatalf("vdevs %v: %v", vdevs, err)
 	}
 	t.Cleanup(func() {
 		if err := m.Close(); err != nil {
@@ -98,6 +98,7 @@ func TestAfPacketWithoutFlowEngine(t *testing.T) {
 // kernel without cls_flower it cannot create them, which the trial create
 // finds. Either way every rule ends up somewhere, with a reason.
 func TestTapProbeAndFallback(t *testing.T) {
+	needTap(t)
 	m, set, sw := openProbed(t, "auto", vdev("net_tap%d,iface=rfoff"+fmt.Sprint(os.Getpid()%1000)))
 	p := set.Ports[0]
 	st := m.Ports()[0]
@@ -142,8 +143,15 @@ func TestTapProbeAndFallback(t *testing.T) {
 
 // Asked for the template API, which tap does not have, the port says so.
 func TestTemplateRequestedOnTap(t *testing.T) {
+	needTap(t)
 	m2, _, _ := openProbed(t, "template", vdev("net_tap%d,iface=rftpl"+fmt.Sprint(os.Getpid()%1000)))
 	if st := m2.Ports()[0]; st.Backend != BackendSoftware || !strings.Contains(st.Caps.Note, "no template API") {
 		t.Errorf("template on tap: %v %q", st.Backend, st.Caps.Note)
+	}
+}
+
+func needTap(t *testing.T) {
+	if _, err := os.Stat("/dev/net/tun"); err != nil || os.Geteuid() != 0 {
+		t.Skip("net_tap needs /dev/net/tun and root")
 	}
 }
