@@ -138,6 +138,7 @@ func (d *Daemon) PortStart(ids []int) error {
 	for _, p := range d.selectPorts(ids) {
 		errs = append(errs, p.Start())
 	}
+	errs = append(errs, d.flowsStarted())
 	return errors.Join(errs...)
 }
 
@@ -151,6 +152,11 @@ func (d *Daemon) PortStop(ids []int) error {
 	}
 	var errs []error
 	for _, p := range d.selectPorts(ids) {
+		if p.Started && d.Flows != nil {
+			if err := d.Flows.Stopping(uint16(p.ID)); err != nil {
+				errs = append(errs, fmt.Errorf("port %s: flow rules before stop: %w", p.Name, err))
+			}
+		}
 		errs = append(errs, p.Stop())
 	}
 	return errors.Join(errs...)

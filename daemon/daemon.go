@@ -262,6 +262,9 @@ func (d *Daemon) startForwarding() error {
 	if err := d.Ports.Start(); err != nil {
 		return err
 	}
+	if err := d.flowsStarted(); err != nil {
+		d.log.Warn("flow rules", "err", err)
+	}
 	if err := d.Pipe.Start(); err != nil {
 		return err
 	}

@@ -1,15 +1,35 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 
+	"roce-fwd/dpdk"
 	"roce-fwd/offload"
 	"roce-fwd/ports"
 )
 
 // probeFlows is called on each port between queue set-up and start.
 func (d *Daemon) probeFlows(p *ports.Port) error {
-	return d.Flows.AddPort(offload.PortInfo{ID: uint16(p.ID), Name: p.Name, Driver: p.Info.Driver, Devargs: p.Cfg.Devargs}, offload.NIC(p.ID))
+	return d.Flows.AddPort(offload.PortInfo{ID: uint16(p.ID), Name: p.Name, Driver: p.Info.Driver, Devargs: p.Cfg.Devargs,
+		KeepsRules: p.Info.DevCapa&dpdk.DevCapaFlowRuleKeep != 0}, offload.NIC(p.ID))
+}
+
+// flowsStarted puts back the NIC rules of ports that start again after a
+// stop that took them off (see offload.Manager.Stopping).
+func (d *Daemon) flowsStarted() error {
+	if d.Flows == nil {
+		return nil
+	}
+	var errs []error
+	for _, p := range d.Ports.Ports {
+		if p.Started {
+			if err := d.Flows.Started(uint16(p.ID)); err != nil {
+				errs = append(errs, fmt.Errorf("port %s: flow rules after start: %w", p.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // installFlows finishes the probe on the started ports and installs the

@@ -93,7 +93,12 @@ type DevInfo struct {
 	SpeedCapa          uint32
 	ConfiguredRxQueues int
 	ConfiguredTxQueues int
+	DevCapa            uint64 // RTE_ETH_DEV_CAPA_*
 }
+
+// DevCapaFlowRuleKeep is RTE_ETH_DEV_CAPA_FLOW_RULE_KEEP: the port keeps
+// its flow rules across a stop and start. Without it they may be gone.
+const DevCapaFlowRuleKeep = uint64(C.RTE_ETH_DEV_CAPA_FLOW_RULE_KEEP)
 
 // Info is rte_eth_dev_info_get.
 func (p Port) Info() (DevInfo, error) {
@@ -118,6 +123,7 @@ func (p Port) Info() (DevInfo, error) {
 		SpeedCapa:          uint32(di.speed_capa),
 		ConfiguredRxQueues: int(di.nb_rx_queues),
 		ConfiguredTxQueues: int(di.nb_tx_queues),
+		DevCapa:            uint64(di.dev_capa),
 	}, nil
 }
 

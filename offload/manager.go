@@ -65,6 +65,9 @@ type PortInfo struct {
 	Name    string
 	Driver  string
 	Devargs string // PCI devargs, e.g. "dv_flow_en=2"
+	// KeepsRules: the port keeps its flow rules across stop and start
+	// (RTE_ETH_DEV_CAPA_FLOW_RULE_KEEP).
+	KeepsRules bool
 }
 
 // Shape is one line of the validate matrix: a rule shape roce-fwd uses and
@@ -140,6 +143,7 @@ type port struct {
 	rules   []*installed // by ID
 	sw      [2]*flowrule.Table
 	status  PortStatus
+	parked  bool // the NIC rules were taken off for a port stop
 	seq     uint64
 }
 
@@ -547,6 +551,12 @@ func (p *port) place(r flowrule.Rule) *installed {
 		nr.why = p.swWhy()
 		return nr
 	}
+	if p.parked {
+		// Stopped, the port may refuse rules: this one is tried when it
+		// starts, with the others.
+		nr.where = InHardware
+		return nr
+	}
 	if err := p.install(nr); err != nil {
 		p.status.Failed++
 		nr.why = p.refusal(err)
@@ -871,6 +881,65 @@ func (m *Manager) List(id uint16, groups []uint32) ([]Entry, error) {
 	return out, nil
 }
 
+// Stopping is called before port id stops. A port that does not keep its
+// flow rules across a restart gets them removed from the NIC now (their
+// definitions stay), so that no handle outlives its rule; Started puts
+// them back.
+func (m *Manager) Stopping(id uint16) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.ports[id]
+	if !ok || p.KeepsRules || p.backend == BackendSoftware || p.parked {
+		return nil
+	}
+	var errs []error
+	for _, r := range p.rules {
+		if r.where == InHardware {
+			if err := p.uninstall(r); err != nil {
+				errs = append(errs, fmt.Errorf("rule %d: %w", r.r.ID, err))
+			}
+		}
+	}
+	for d, h := range p.root {
+		if h != nil {
+			if err := p.eng.Destroy(h); err != nil {
+				errs = append(errs, fmt.Errorf("root jump: %w", err))
+			}
+			p.root[d] = nil
+		}
+	}
+	p.parked = true
+	return errors.Join(errs...)
+}
+
+// Started is called once port id runs again: rules Stopping took off the
+// NIC go back; one the NIC now refuses runs in software, and says why.
+func (m *Manager) Started(id uint16) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.ports[id]
+	if !ok || !p.parked {
+		return nil
+	}
+	p.parked = false
+	moved := false
+	for _, r := range p.rules {
+		if r.where != InHardware || r.h != nil {
+			continue
+		}
+		if err := p.install(r); err != nil {
+			p.status.Failed++
+			r.where, r.why = InSoftware, p.refusal(err)
+			moved = true
+		}
+	}
+	if !moved {
+		return nil
+	}
+	_, err := m.syncSoftware(p)
+	return err
+}
+
 // IDs returns the numbers of port id's rules, in order.
 func (m *Manager) IDs(id uint16) ([]uint32, error) {
 	m.mu.Lock()
@@ -925,6 +994,10 @@ func (c *swCounters) get(p *port, d int) *pipeline.FlowStats {
 func (p *port) entry(r *installed, sc *swCounters) Entry {
 	e := Entry{Rule: r.r, Where: r.where, Why: r.why}
 	if r.where == InHardware {
+		if r.h == nil {
+			e.CountErr = errors.New("the port is stopped: the rule is off the NIC until it starts")
+			return e
+		}
 		if !r.counted {
 			return e
 		}

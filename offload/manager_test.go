@@ -570,3 +570,43 @@ func TestNICDropRuleIsCounted(t *testing.T) {
 		t.Errorf("the rule as listed grew to %+v; the count is the NIC's alone", q.Rule.Actions)
 	}
 }
+
+// A port that does not keep its rules across a restart has them taken
+// off before it stops and put back once it runs; one created while it is
+// stopped goes on at start too.
+func TestRulesFollowPortRestart(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		nic := newFake()
+		nic.info = syscall.ENOTSUP
+		m, _ := newManager(t, "auto", PortInfo{ID: 0, Name: "in", Driver: "net_i40e", KeepsRules: keep}, nic)
+		if _, err := m.Create(0, mustRule(t, roceCount), true); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Stopping(0); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 0, true: 1}[keep]; len(nic.live) != want {
+			t.Errorf("keep %v: %d NIC rules while stopped, want %d", keep, len(nic.live), want)
+		}
+		e, err := m.Create(0, mustRule(t, "ingress pattern eth / ipv6 / end actions count / end"), true)
+		if err != nil || e.Where != InHardware {
+			t.Fatalf("create while stopped: %+v %v", e, err)
+		}
+		if !keep {
+			if q, _ := m.Query(0, 1); q.CountErr == nil || len(nic.live) != 0 {
+				t.Errorf("a parked rule queried without error (%+v) or went on the stopped NIC", q)
+			}
+		}
+		if err := m.Started(0); err != nil {
+			t.Fatal(err)
+		}
+		if len(nic.live) != 2 {
+			t.Errorf("keep %v: %d NIC rules after start, want 2", keep, len(nic.live))
+		}
+		for _, id := range []uint32{0, 1} {
+			if q, err := m.Query(0, id); err != nil || q.CountErr != nil || !q.Counted {
+				t.Errorf("keep %v rule %d after start: %+v %v", keep, id, q, err)
+			}
+		}
+	}
+}
