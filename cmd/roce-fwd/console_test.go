@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +16,6 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"roce-fwd/demotraffic"
 )
@@ -492,31 +489,9 @@ func TestConsoleInteractivePTY(t *testing.T) {
 // DPDK telemetry answers /roce/stats.
 func TestTelemetry(t *testing.T) {
 	r := startDaemon(t, "127.0.0.1:0", "")
-	// The bound address is in the log.
-	deadline := time.Now().Add(10 * time.Second)
-	var url string
-	for url == "" && time.Now().Before(deadline) {
-		for _, l := range strings.Split(r.stderr.String(), "\n") {
-			if i := strings.Index(l, "url=http://"); i >= 0 {
-				url = strings.Fields(l[i+4:])[0]
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if url == "" {
-		t.Fatalf("no metrics url in the log:\n%s", r.stderr.String())
-	}
+	url := r.metricsURL()
 	time.Sleep(200 * time.Millisecond)
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fams := scrapeMetrics(t, url)
 	fwd := r.fwd()
 	rx := fams["rocefwd_port_rx_packets_total"]
 	if rx == nil {
