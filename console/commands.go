@@ -928,7 +928,7 @@ func (s *Shell) setPFCWatchdog(w []string, jsonOut bool) (string, error) {
 	}
 	name, tc := s.portName(w[3]), atoi(w[4])
 	if cfg, _ := s.d.QoSConfig(name); !cfg.TC[tc].Lossless {
-		return "", fmt.Errorf("TC %d of port %s is lossy: the PFC watchdog watches lossless TCs only (%s)", tc, name, maskOrNone(cfg.LosslessTCs()))
+		return "", fmt.Errorf("TC %d of port %s is lossy: the PFC watchdog watches lossless TCs only (lossless: %s)", tc, name, qos.MaskList(cfg.LosslessTCs()))
 	}
 	changes, err := s.d.EditConfig(func(c *config.Config) error {
 		t := qosTC(c, name, tc)
@@ -945,13 +945,6 @@ func (s *Shell) setPFCWatchdog(w []string, jsonOut bool) (string, error) {
 		return "", err
 	}
 	return changesText(jsonOut, changes)
-}
-
-func maskOrNone(m uint8) string {
-	if m == 0 {
-		return "no lossless TC"
-	}
-	return "lossless: " + qos.MaskList(m)
 }
 
 func atoi(s string) int {

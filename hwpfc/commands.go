@@ -181,7 +181,7 @@ func mapNotes(cfg *qos.Config) []string {
 			}
 		}
 		if orphan != 0 {
-			notes = append(notes, fmt.Sprintf("no priority maps to TC %s, which DSCPs map to: the NIC classifies those DSCPs elsewhere", maskString(orphan)))
+			notes = append(notes, fmt.Sprintf("no priority maps to TC %s, which DSCPs map to: the NIC classifies those DSCPs elsewhere", qos.MaskList(orphan)))
 		}
 	case roce.TrustPCP:
 		var differ []string
@@ -198,5 +198,3 @@ func mapNotes(cfg *qos.Config) []string {
 	}
 	return notes
 }
-
-func maskString(m uint8) string { return qos.MaskList(m) }

@@ -68,7 +68,7 @@ func (p *Pipeline) Update(t Tables) error {
 			}
 			if c.LosslessTCs() != old.Config.LosslessTCs() {
 				return fmt.Errorf("port %s: the lossless TCs would change from %s to %s, which needs a restart",
-					p.Spec.Ports[id].Name, maskOrNone(old.Config.LosslessTCs()), maskOrNone(c.LosslessTCs()))
+					p.Spec.Ports[id].Name, qos.MaskList(old.Config.LosslessTCs()), qos.MaskList(c.LosslessTCs()))
 			}
 			if c.PrioToTC != old.Config.PrioToTC {
 				return fmt.Errorf("port %s: the PFC priority to TC map would change, which needs a restart", p.Spec.Ports[id].Name)
@@ -142,13 +142,6 @@ func handOver(ws []*Worker, pending func(*Worker) bool, take func(*Worker), what
 		}
 	}
 	return nil
-}
-
-func maskOrNone(m uint8) string {
-	if m == 0 {
-		return "none"
-	}
-	return qos.MaskList(m)
 }
 
 // view computes the worker's share of t.

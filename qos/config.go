@@ -187,8 +187,11 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// MaskList writes a bit mask of TCs or priorities as "3,4".
+// MaskList writes a bit mask of TCs or priorities as "3,4", or "none".
 func MaskList(m uint8) string {
+	if m == 0 {
+		return "none"
+	}
 	var b []byte
 	for i := range 8 {
 		if m&(1<<i) != 0 {
