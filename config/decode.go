@@ -39,9 +39,20 @@ func fieldsOf(t reflect.Type) (names []string, index map[string]int) {
 	return names, index
 }
 
+// tomlValue is a config type that reads its own TOML value, for keys
+// that take more than one TOML type.
+type tomlValue interface{ setTOML(raw any) error }
+
 // decode copies raw into rv, reporting problems under p. It reports whether
 // rv was set without error.
 func (c *checker) decode(p path, raw any, rv reflect.Value) bool {
+	if v, ok := rv.Addr().Interface().(tomlValue); ok {
+		if err := v.setTOML(raw); err != nil {
+			c.errorf(p, "%v", err)
+			return false
+		}
+		return true
+	}
 	t := rv.Type()
 	switch t.Kind() {
 	case reflect.Struct:

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/BurntSushi/toml"
-
 	"roce-fwd/flowrule"
 )
 
@@ -51,11 +49,11 @@ type OffloadRule struct {
 	// IPv4 or IPv6 addresses with an optional prefix length; Proto is
 	// "udp", "tcp" or an IP protocol number (tcp and udp are written as
 	// names); ports need proto udp or tcp.
-	Src     *string `toml:"src"`
-	Dst     *string `toml:"dst"`
-	Proto   *string `toml:"proto"`
-	SrcPort *int    `toml:"src_port"`
-	DstPort *int    `toml:"dst_port"`
+	Src     *string  `toml:"src"`
+	Dst     *string  `toml:"dst"`
+	Proto   *IPProto `toml:"proto"`
+	SrcPort *int     `toml:"src_port"`
+	DstPort *int     `toml:"dst_port"`
 
 	// meter: colour-blind RFC 2697 (srtcm: cir, cbs, ebs) or RFC 2698
 	// (trtcm: cir, pir, cbs, pbs); rates in bytes per second, bursts in
@@ -154,7 +152,6 @@ func validateOffload(c *checker, cfg *Config) {
 	o := &cfg.Offload
 	p := root.key("offload")
 	oneOf(c, p.key("backend"), o.Backend, OffloadBackends...)
-	integerProtos(c, cfg)
 	ports := map[string]*portRules{}
 	for i := range o.Rules {
 		rp := p.key("rule").index(i)
@@ -355,7 +352,7 @@ func validateFiveTuple(c *checker, rp path, r *OffloadRule) {
 	}
 	l4 := false
 	if r.Proto != nil {
-		n, err := OffloadProto(*r.Proto)
+		n, err := OffloadProto(string(*r.Proto))
 		if err != nil {
 			c.errorf(rp.key("proto"), "%v", err)
 		} else {
@@ -463,40 +460,18 @@ func OffloadMeterArgs(r *OffloadRule, id uint32) string {
 	return s + " green pass yellow " + or(r.Yellow, "pass") + " red " + or(r.Red, "drop")
 }
 
-// integerProtos accepts proto = 17 as well as proto = "17". The decoder
-// gives each key one TOML type, so an integer proto failed as "expected a
-// string"; it is read here from the document, and that error withdrawn.
-func integerProtos(c *checker, cfg *Config) {
-	rules := cfg.Offload.Rules
-	var failed []int
-	for i := range rules {
-		if c.failed(root.key("offload").key("rule").index(i).key("proto")) {
-			failed = append(failed, i)
-		}
+// IPProto is a drop or meter rule's proto: "udp", "tcp" or a protocol
+// number, which the file may give as a string or an integer.
+type IPProto string
+
+func (p *IPProto) setTOML(raw any) error {
+	switch v := raw.(type) {
+	case string:
+		*p = IPProto(v)
+	case int64:
+		*p = IPProto(strconv.FormatInt(v, 10))
+	default:
+		return fmt.Errorf("expected a string or an integer, got %s", tomlType(raw))
 	}
-	if len(failed) == 0 {
-		return
-	}
-	var doc struct {
-		Offload struct {
-			Rule []map[string]any `toml:"rule"`
-		} `toml:"offload"`
-	}
-	if _, err := toml.Decode(string(c.loc.src), &doc); err != nil {
-		return
-	}
-	for _, i := range failed {
-		if i >= len(doc.Offload.Rule) {
-			continue
-		}
-		n, ok := doc.Offload.Rule[i]["proto"].(int64)
-		if !ok {
-			continue
-		}
-		k := root.key("offload").key("rule").index(i).key("proto").String()
-		c.errs = slices.DeleteFunc(c.errs, func(e *Error) bool { return e.Key == k })
-		delete(c.bad, k)
-		s := strconv.FormatInt(n, 10)
-		rules[i].Proto = &s
-	}
+	return nil
 }

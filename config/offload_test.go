@@ -232,7 +232,7 @@ func TestOffloadErrors(t *testing.T) {
 				`t.toml:32: offload.rule[4].proto: "300" is not "udp", "tcp"`,
 				`t.toml:38: offload.rule[5].src_port: needs proto = "udp" or "tcp"` + "\x00",
 				`t.toml:39: offload.rule[5].dst_port: 70000 is out of range 0..65535` + "\x00",
-				`t.toml:43: offload.rule[6].proto: expected a string, got float` + "\x00",
+				`t.toml:43: offload.rule[6].proto: expected a string or an integer, got float` + "\x00",
 				`t.toml:47: offload.rule[7].src: "fe80::1%eth0" is not an IPv4 or IPv6 address` + "\x00",
 			}},
 		{"meter", cat(

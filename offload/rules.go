@@ -231,7 +231,7 @@ func fiveTuplePatterns(r *config.OffloadRule) ([]string, error) {
 	ipFields := addrField("src", src) + addrField("dst", dst)
 	l4 := ""
 	if r.Proto != nil {
-		n, err := config.OffloadProto(*r.Proto)
+		n, err := config.OffloadProto(string(*r.Proto))
 		if err != nil {
 			return nil, err
 		}
