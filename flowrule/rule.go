@@ -1,6 +1,8 @@
 package flowrule
 
 import (
+	"strconv"
+
 	"roce-fwd/roce"
 )
 
@@ -209,16 +211,4 @@ const MaxPath = 8
 // maxRSSQueues is testpmd's ACTION_RSS_QUEUE_NUM.
 const maxRSSQueues = 128
 
-func itoa(v uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			break
-		}
-	}
-	return string(b[i:])
-}
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

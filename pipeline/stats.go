@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"math/bits"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,20 +68,7 @@ func HistBucketLabel(i int) string {
 		return "256+"
 	}
 	lo := 1 << (i - 1)
-	return itoa(lo) + "-" + itoa(2*lo-1)
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
-	}
+	return strconv.Itoa(lo) + "-" + strconv.Itoa(2*lo-1)
 }
 
 // histBucket maps a burst size to its bucket: the bit length of n.
