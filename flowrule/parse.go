@@ -3,6 +3,7 @@ package flowrule
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -119,20 +120,6 @@ func (p *parser) atEnd(cands []string) bool {
 		p.cands = cands
 	}
 	return true
-}
-
-func oneOf(words []string) string {
-	q := make([]string, len(words))
-	for i, w := range words {
-		q[i] = `"` + w + `"`
-	}
-	switch len(q) {
-	case 1:
-		return q[0]
-	case 2:
-		return q[0] + " or " + q[1]
-	}
-	return "one of " + strings.Join(q, ", ")
 }
 
 func quote(s string) string { return `"` + s + `"` }
@@ -354,7 +341,7 @@ func (p *parser) item(t ItemType) (Item, error) {
 			return it, err
 		}
 		ctx := "item " + d.name + ": field " + f.name
-		if !contains(opWords, op) {
+		if !slices.Contains(opWords, op) {
 			return it, p.fail(p.pos-1, ctx+": expected is, spec, mask, last or prefix, got "+quote(op))
 		}
 		if op == "prefix" {
@@ -394,15 +381,6 @@ func (p *parser) item(t ItemType) (Item, error) {
 	}
 	it.setImages(&spec, &mask, &last, last != zero)
 	return it, nil
-}
-
-func contains(words []string, w string) bool {
-	for _, x := range words {
-		if x == w {
-			return true
-		}
-	}
-	return false
 }
 
 // value parses a field value into dst.
@@ -624,7 +602,7 @@ func (p *parser) meter(a Action) (Action, error) {
 			break
 		}
 		ctx := "action meter: " + tok
-		if !contains(params, tok) {
+		if !slices.Contains(params, tok) {
 			return a, p.fail(p.pos-1, "action meter "+alg+": unknown argument "+quote(tok)+" (arguments: "+
 				strings.Join(params[:len(params)-1], ", ")+"; \"/\" ends the action)")
 		}

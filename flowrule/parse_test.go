@@ -483,9 +483,6 @@ func TestTestpmdLines(t *testing.T) {
 	if got := c.Rule.Testpmd("0"); !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if ItemIBBTH.Offloadable() || !ItemIPv6.Offloadable() {
-		t.Error("ib_bth is not in DPDK 22.11; ipv6 is")
-	}
 }
 
 func TestComplete(t *testing.T) {

@@ -38,8 +38,7 @@ func (c Command) String() string {
 // Testpmd returns the testpmd lines that create the rule on port: for each
 // meter, its profile, policy and meter object, then "flow create". Meters
 // use Meter.ID as meter, profile and policy ID. An ib_bth item is printed
-// in DPDK 23.07's syntax; 22.11's testpmd does not have it (see
-// ItemType.Offloadable).
+// in DPDK 23.07's syntax; 22.11's testpmd does not have it.
 func (r Rule) Testpmd(port string) []string {
 	var out []string
 	for i := range r.Actions {

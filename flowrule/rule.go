@@ -38,10 +38,6 @@ func (t ItemType) String() string {
 	return "item-" + itoa(uint64(t))
 }
 
-// Offloadable reports whether DPDK 22.11 has the item type; ib_bth only
-// came with 23.07, so rules using it run in software only.
-func (t ItemType) Offloadable() bool { return t > 0 && t < ItemIBBTH }
-
 // Match is the spec/mask/last triple of an item. Mask applies to Spec and
 // Last; Last, when not nil, makes each field whose masked Last exceeds its
 // masked Spec an inclusive range.

@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -323,7 +324,7 @@ func (m *Manager) Start(sw Software) {
 		}
 		r, _ := parseRule(trial)
 		r.Group += p.shift
-		if _, err := p.createSync(&r); err != nil {
+		if err := p.trial(&r); err != nil {
 			p.caps.Trial = err
 			p.backend = BackendSoftware
 			p.caps.Note = fmt.Sprintf("%s validates rules but could not create one (%v)", p.Driver, err)
@@ -333,18 +334,18 @@ func (m *Manager) Start(sw Software) {
 	}
 }
 
-// createSync validates, creates and destroys r: the trial.
-func (p *port) createSync(r *flowrule.Rule) (Handle, error) {
+// trial creates and destroys r.
+func (p *port) trial(r *flowrule.Rule) error {
 	spec, err := dpdk.CompileFlow(r)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer spec.Free()
 	h, err := p.eng.Create(spec)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return nil, p.eng.Destroy(h)
+	return p.eng.Destroy(h)
 }
 
 // ensureRoot creates the root jump of direction d on a Direct Rules port.
@@ -409,14 +410,7 @@ func (m *Manager) Validate(id uint16, r flowrule.Rule) (Where, string, error) {
 		if err == nil {
 			return InHardware, "", nil
 		}
-		why := p.refusal(err)
-		if _, err := flowrule.Compile([]flowrule.Rule{r}); err != nil {
-			return 0, "", err
-		}
-		return InSoftware, why, nil
-	}
-	if _, err := flowrule.Compile([]flowrule.Rule{r}); err != nil {
-		return 0, "", err
+		return InSoftware, p.refusal(err), nil
 	}
 	return InSoftware, p.swWhy(), nil
 }
@@ -567,25 +561,15 @@ func (p *port) place(r flowrule.Rule) *installed {
 }
 
 func (p *port) find(id uint32) *installed {
-	i, ok := slices.BinarySearchFunc(p.rules, id, func(r *installed, id uint32) int { return cmpU32(r.r.ID, id) })
+	i, ok := slices.BinarySearchFunc(p.rules, id, func(r *installed, id uint32) int { return cmp.Compare(r.r.ID, id) })
 	if !ok {
 		return nil
 	}
 	return p.rules[i]
 }
 
-func cmpU32(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 func (p *port) insert(r *installed) {
-	i, _ := slices.BinarySearchFunc(p.rules, r.r.ID, func(x *installed, id uint32) int { return cmpU32(x.r.ID, id) })
+	i, _ := slices.BinarySearchFunc(p.rules, r.r.ID, func(x *installed, id uint32) int { return cmp.Compare(x.r.ID, id) })
 	p.rules = slices.Insert(p.rules, i, r)
 }
 
@@ -870,13 +854,13 @@ func (m *Manager) List(id uint16, groups []uint32) ([]Entry, error) {
 		out = append(out, p.entry(r, sc))
 	}
 	slices.SortStableFunc(out, func(a, b Entry) int {
-		if c := cmpU32(a.Rule.Group, b.Rule.Group); c != 0 {
+		if c := cmp.Compare(a.Rule.Group, b.Rule.Group); c != 0 {
 			return c
 		}
-		if c := cmpU32(a.Rule.Priority, b.Rule.Priority); c != 0 {
+		if c := cmp.Compare(a.Rule.Priority, b.Rule.Priority); c != 0 {
 			return c
 		}
-		return cmpU32(a.Rule.ID, b.Rule.ID)
+		return cmp.Compare(a.Rule.ID, b.Rule.ID)
 	})
 	return out, nil
 }
