@@ -259,6 +259,39 @@ func (c *Config) Encode(w io.Writer) error {
 	return enc.Encode(c)
 }
 
+// Copy returns a deep copy of c checked like a file (Encode then Parse):
+// how the console edits the running config. Problems name the key and
+// "the running config", not lines of the generated text; the copy keeps
+// c's file name and line numbers.
+func (c *Config) Copy() (*Config, error) {
+	var buf strings.Builder
+	if err := c.Encode(&buf); err != nil {
+		return nil, err
+	}
+	out, err := Parse(c.File+" (running config)", []byte(buf.String()))
+	if err != nil {
+		var es Errors
+		if errors.As(err, &es) {
+			for _, e := range es {
+				e.Line = 0
+			}
+		}
+		return nil, err
+	}
+	out.File = c.File
+	for i := range out.Ports {
+		if i < len(c.Ports) && out.Ports[i].Name == c.Ports[i].Name {
+			out.Ports[i].Line = c.Ports[i].Line
+		}
+	}
+	for i := range out.Forward {
+		if i < len(c.Forward) {
+			out.Forward[i].Line = c.Forward[i].Line
+		}
+	}
+	return out, nil
+}
+
 // PortByName returns the index of the port called name.
 func (c *Config) PortByName(name string) (int, bool) {
 	for i := range c.Ports {

@@ -667,3 +667,25 @@ func TestRoCEAndQoSSections(t *testing.T) {
 		}
 	}
 }
+
+// An edit of the running config that breaks it names the key, not a line
+// of the generated text; a good copy keeps the file's name and lines.
+func TestCopyOfRunningConfig(t *testing.T) {
+	src := "[[port]]\nname = \"in\"\nvdev = \"net_null0\"\n\n[[port]]\nname = \"out\"\nvdev = \"net_null1\"\n\n[[forward]]\nfrom = \"in\"\nto = \"out\"\n"
+	cfg, err := Parse("r.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := cfg.Copy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.File != "r.toml" || cp.Ports[1].Line != 5 || cp.Forward[0].Line != 9 {
+		t.Errorf("copy: file %q, port[1] line %d, forward[0] line %d; want r.toml, 5, 9", cp.File, cp.Ports[1].Line, cp.Forward[0].Line)
+	}
+	cp.Pipeline.Burst = 0
+	_, err = cp.Copy()
+	if err == nil || !strings.HasPrefix(err.Error(), "r.toml (running config): pipeline.burst: ") {
+		t.Errorf("broken copy: %v, want the key under \"r.toml (running config)\" without a line", err)
+	}
+}

@@ -34,13 +34,6 @@ func (d *Daemon) Do(f func()) {
 	f()
 }
 
-// Forwarding reports whether the workers are running.
-func (d *Daemon) Forwarding() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.Pipe.Running()
-}
-
 // ClearFwdStats starts the workers' counters (packets, cycles, drops)
 // and the duration over from now, like testpmd's "clear fwd stats all".
 func (d *Daemon) ClearFwdStats() {
@@ -347,24 +340,15 @@ func (d *Daemon) QoSConfig(name string) (qos.Config, bool) {
 func (d *Daemon) EditConfig(edit func(*config.Config) error) ([]config.Change, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	// Encode then Parse is a deep copy, and checks the result like a file.
-	cfg, err := reparse(d.Cfg)
+	cfg, err := d.Cfg.Copy()
 	if err != nil {
 		return nil, fmt.Errorf("the running config does not parse back: %w", err)
 	}
 	if err := edit(cfg); err != nil {
 		return nil, err
 	}
-	if cfg, err = reparse(cfg); err != nil {
+	if cfg, err = cfg.Copy(); err != nil {
 		return nil, err
 	}
 	return d.applyConfig(cfg)
-}
-
-func reparse(c *config.Config) (*config.Config, error) {
-	var buf strings.Builder
-	if err := c.Encode(&buf); err != nil {
-		return nil, err
-	}
-	return config.Parse(c.File, []byte(buf.String()))
 }
