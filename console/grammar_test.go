@@ -105,7 +105,10 @@ func TestResolveErrors(t *testing.T) {
 		{"quit now", `Bad arguments: unexpected "now" (usage: quit|exit)`},
 		{"show port", "Bad arguments: missing one of info, stats, xstats, summary"},
 		{"set fwd rxonly", `Bad arguments: "rxonly" is not one of io, mac, roce`},
-		{"show roce qp top many", `Bad arguments: "many" is not a count`},
+		{"show roce qp top many", `Bad arguments: "many" is not a count (1 or more)`},
+		{"show roce qp top 0", `Bad arguments: "0" is not a count (1 or more)`},
+		{"show roce qp top 0x10", `Bad arguments: "0x10" is not a count (1 or more)`},
+		{"set qos ecn 0 3 min 1KB max 2KB prob NaN", `Bad arguments: "NaN" is not a probability (0..1)`},
 		{"set pfc watchdog 0 3 maybe", `Bad arguments: "maybe" is not one of`},
 	}
 	for _, tc := range cases {

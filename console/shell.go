@@ -54,6 +54,8 @@ var (
 	ErrNotFound = errors.New("Command not found")
 	// ErrQuit is returned by quit/exit: the interactive loop ends.
 	ErrQuit = errors.New("quit")
+	// ErrDisconnected: the daemon's console connection is gone.
+	ErrDisconnected = errors.New("console connection lost")
 )
 
 // Shell parses and runs command lines. It is safe for concurrent use:
@@ -98,9 +100,9 @@ func (s *Shell) check(kind, tok string) (string, error) {
 			return "", userError{fmt.Sprintf("Invalid port %s (valid ports: %s)", tok, strings.Join(ids, " "))}
 		}
 		return "", userError{fmt.Sprintf("Invalid port %q (valid ports: %s)", tok, portList(ps))}
-	case "n", "id":
-		if _, err := strconv.ParseUint(tok, 0, 32); err != nil {
-			return "", fmt.Errorf("%q is not a count", tok)
+	case "n":
+		if n, err := strconv.Atoi(tok); err != nil || n < 1 {
+			return "", fmt.Errorf("%q is not a count (1 or more)", tok)
 		}
 	case "tc":
 		if n, err := strconv.Atoi(tok); err != nil || n < 0 || n > 7 {
@@ -111,7 +113,7 @@ func (s *Shell) check(kind, tok string) (string, error) {
 			return "", fmt.Errorf("%q is not a DSCP value (0..63)", tok)
 		}
 	case "p":
-		if f, err := strconv.ParseFloat(tok, 64); err != nil || f < 0 || f > 1 {
+		if f, err := strconv.ParseFloat(tok, 64); err != nil || !(f >= 0 && f <= 1) {
 			return "", fmt.Errorf("%q is not a probability (0..1)", tok)
 		}
 	case "size":
