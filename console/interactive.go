@@ -86,6 +86,9 @@ func Interactive(s Session, in io.ReadCloser, out io.Writer, historyFile string)
 		if errors.Is(err, ErrQuit) {
 			return nil
 		}
+		if errors.Is(err, ErrDisconnected) {
+			return err
+		}
 		if err != nil {
 			fmt.Fprintln(rl.Stdout(), err)
 		}

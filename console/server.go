@@ -142,9 +142,8 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
-	if _, statErr := os.Lstat(s.path); statErr == nil {
-		os.Remove(s.path)
-	}
+	// The listener unlinks the socket it created; removing the path again
+	// could remove a newer daemon's socket.
 	return err
 }
 
@@ -195,7 +194,7 @@ func (cl *Client) roundTrip(req request) (reply, error) {
 func (cl *Client) Exec(line string, jsonOut bool) (string, error) {
 	rep, err := cl.roundTrip(request{Line: line, JSON: jsonOut})
 	if err != nil {
-		return "", fmt.Errorf("console connection: %w", err)
+		return "", fmt.Errorf("%w: %w", ErrDisconnected, err)
 	}
 	if rep.Quit {
 		return rep.Output, ErrQuit
