@@ -219,16 +219,6 @@ func (s *Shell) showFwdStats(jsonOut bool) (string, error) {
 	return b.String(), nil
 }
 
-// portByID finds a port's report.
-func findPort(rep *daemon.Report, id int) *daemon.PortReport {
-	for i := range rep.Ports {
-		if rep.Ports[i].PortID == id {
-			return &rep.Ports[i]
-		}
-	}
-	return nil
-}
-
 func (s *Shell) showPort(w []string, jsonOut bool) (string, error) {
 	ids := portIDs(w[3])
 	var b strings.Builder

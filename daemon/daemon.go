@@ -16,7 +16,6 @@ import (
 	"roce-fwd/config"
 	"roce-fwd/dpdk"
 	"roce-fwd/hugepages"
-	"roce-fwd/hwpfc"
 	"roce-fwd/numa"
 	"roce-fwd/offload"
 	"roce-fwd/pcidev"
@@ -49,9 +48,8 @@ type Daemon struct {
 	Plan     *numa.Plan
 	Ports    *ports.Set
 	Pipe     *pipeline.Pipeline
-	Started  time.Time      // when forwarding last started
-	Stopped  time.Time      // when it last stopped
-	PFC      []hwpfc.Result // per port, with QoS on: who does PFC
+	Started  time.Time // when forwarding last started
+	Stopped  time.Time // when it last stopped
 	Flows    *offload.Manager
 	log      *slog.Logger
 	sysRoot  string

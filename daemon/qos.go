@@ -48,7 +48,6 @@ func (d *Daemon) qosSpec(set *ports.Set, sysRoot string) (*pipeline.QoSSpec, err
 		d.pfcPools = append(d.pfcPools, pool)
 		spec.Pools[sock] = pool
 	}
-	d.PFC = nil
 	for _, p := range set.Ports {
 		qc := portQoS(cfg, p)
 		link, err := p.ID.Link(false)
@@ -68,7 +67,6 @@ func (d *Daemon) qosSpec(set *ports.Set, sysRoot string) (*pipeline.QoSSpec, err
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.File, err)
 		}
-		d.PFC = append(d.PFC, res)
 		d.logPFC(res)
 		var mac roce.MAC
 		copy(mac[:], p.MAC)

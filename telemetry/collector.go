@@ -210,11 +210,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for i := pipeline.Reason(0); i < pipeline.NumReasons; i++ {
 		u(c.drops, r.Drops[i.String()], i.String())
 	}
-	for reason, v := range r.Drops {
-		if !knownDrop[reason] {
-			u(c.drops, v, reason)
-		}
-	}
 
 	for _, p := range r.Ports {
 		l := []string{p.Name, p.Driver}
@@ -389,14 +384,6 @@ var opcodeByName = func() map[string]roce.Opcode {
 	m := make(map[string]roce.Opcode, 256)
 	for op := 255; op >= 0; op-- { // reserved opcodes may share a name: keep the lowest
 		m[roce.Opcode(op).String()] = roce.Opcode(op)
-	}
-	return m
-}()
-
-var knownDrop = func() map[string]bool {
-	m := map[string]bool{}
-	for i := pipeline.Reason(0); i < pipeline.NumReasons; i++ {
-		m[i.String()] = true
 	}
 	return m
 }()
