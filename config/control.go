@@ -19,9 +19,12 @@ type Console struct {
 // DefaultConsoleSocket is where the daemon listens unless told otherwise.
 const DefaultConsoleSocket = "/run/roce-fwd/console.sock"
 
+// DefaultConsoleHistory is the interactive console's history file.
+const DefaultConsoleHistory = "~/.roce-fwd_history"
+
 func (c *Console) setDefaults() {
 	c.Socket = DefaultConsoleSocket
-	c.History = "~/.roce-fwd_history"
+	c.History = DefaultConsoleHistory
 }
 
 // Telemetry is the [telemetry] section.

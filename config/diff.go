@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 )
 
 // Change is one key whose value differs between two configurations,
@@ -47,13 +46,9 @@ func diffValue(out *[]Change, key string, a, b reflect.Value) {
 			diffValue(out, key, a.Elem(), b.Elem())
 		}
 	case reflect.Struct:
-		t := a.Type()
-		for i := 0; i < t.NumField(); i++ {
-			name, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ",")
-			if name == "-" || name == "" || !t.Field(i).IsExported() {
-				continue
-			}
-			diffValue(out, join(key, name), a.Field(i), b.Field(i))
+		names, index := fieldsOf(a.Type())
+		for _, name := range names {
+			diffValue(out, join(key, name), a.Field(index[name]), b.Field(index[name]))
 		}
 	case reflect.Slice:
 		if a.Type().Elem().Kind() != reflect.Struct {

@@ -28,6 +28,15 @@ var dpdkCommands = []struct {
 	{"/roce/offload", "roce-fwd flow rule backend and counts per port. Param: port", offloadReply},
 }
 
+// DPDKCommands lists the /roce/* commands RegisterDPDK adds.
+func DPDKCommands() []string {
+	out := make([]string, len(dpdkCommands))
+	for i, c := range dpdkCommands {
+		out[i] = c.cmd
+	}
+	return out
+}
+
 // RegisterDPDK adds the /roce/* commands to EAL's telemetry socket
 // (dpdk-telemetry.py -f <file-prefix>). src is called on DPDK's telemetry
 // thread, once per command.

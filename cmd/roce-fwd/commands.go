@@ -134,14 +134,13 @@ func startControl(ctx context.Context, d *daemon.Daemon, sh *console.Shell, cfg 
 			closeAll()
 			return nil, fmt.Errorf("%s: telemetry.listen: %w", cfg.File, err)
 		}
-		log.Info("Prometheus metrics", "url", "http://"+srv.Addr()+"/metrics")
 		closers = append(closers, func() { srv.Close() })
 	}
 	if cfg.Telemetry.DPDK {
 		if err := telemetry.RegisterDPDK(d.Snapshot); err != nil {
 			log.Warn("DPDK telemetry: /roce/* commands not registered", "err", err)
 		} else if sock := dpdk.TelemetrySocket(); sock != "" {
-			log.Info("DPDK telemetry", "socket", sock, "commands", "/roce/stats /roce/qos /roce/pfc /roce/lcores /roce/flows /roce/offload")
+			log.Info("DPDK telemetry", "socket", sock, "commands", strings.Join(telemetry.DPDKCommands(), " "))
 		}
 	}
 	hup := make(chan os.Signal, 1)
@@ -211,7 +210,7 @@ func cmdConsole(args []string, _ *slog.Logger) int {
 	fs := newFlagSet("console", "[--socket PATH] [--json] [COMMAND...]")
 	socket := fs.String("socket", config.DefaultConsoleSocket, "the daemon's console socket ([console] socket)")
 	jsonOut := fs.Bool("json", false, "ask show commands for JSON")
-	history := fs.String("history", "~/.roce-fwd_history", "history file of the interactive console (\"\" for none)")
+	history := fs.String("history", config.DefaultConsoleHistory, "history file of the interactive console (\"\" for none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
