@@ -492,10 +492,7 @@ func (t *Table) lookup(g int32, k *key) int32 {
 		if tp.best >= bestRank {
 			break // tuples are by best rank: none further can win
 		}
-		h := uint64(hashSeed)
-		for _, w := range tp.words {
-			h = mix(h, k[w]&tp.mask[w])
-		}
+		h := tp.hash(k)
 		for s := h & tp.smask; ; s = (s + 1) & tp.smask {
 			e := tp.slots[s]
 			if e == 0 {
