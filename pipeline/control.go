@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -27,6 +28,9 @@ func (p *Pipeline) SetMode(m Mode) error {
 func (p *Pipeline) CheckMode(m Mode) error {
 	if p.running {
 		return errors.New("forwarding is running: stop it first")
+	}
+	if m > ModeRoCE {
+		return fmt.Errorf("unknown forwarding mode %d", m)
 	}
 	if p.Spec.QoS != nil && m != ModeRoCE {
 		return errors.New("egress QoS is configured, which needs the roce mode's classifier: remove [qos]/[pfc] and restart to use io or mac")

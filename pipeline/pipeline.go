@@ -72,6 +72,9 @@ func New(spec Spec) (*Pipeline, error) {
 	if len(spec.Workers) == 0 {
 		return nil, errors.New("no worker lcores")
 	}
+	if spec.Mode > ModeRoCE {
+		return nil, fmt.Errorf("unknown forwarding mode %d", spec.Mode)
+	}
 	if spec.QoS != nil && spec.Mode != ModeRoCE {
 		return nil, errors.New("egress QoS needs the roce mode's classifier")
 	}
