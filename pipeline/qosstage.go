@@ -543,6 +543,9 @@ func (w *Worker) discardQoS() {
 		e := &qs.eg[i]
 		for tc := range uint8(qos.NumTC) {
 			for {
+				if w.step.DropRoom() == 0 {
+					w.step.Flush() // a full drop list would read as an empty queue
+				}
 				room := min(w.step.DropRoom(), len(qs.slots))
 				k := e.sched.Flush(tc, qs.slots[:room])
 				for _, s := range qs.slots[:k] {
