@@ -84,7 +84,7 @@ func Describe(index int, frame []byte, r *roce.Result) Frame {
 	if r.Err != roce.ReasonNone {
 		f.Error = ptr(r.Err.String())
 	}
-	if r.EtherType == rocestats.EtherTypeMACControl {
+	if r.EtherType == roce.EtherTypeMACControl {
 		if ce, q, ok := roce.ParsePFC(frame); ok {
 			f.PFC = &PFC{ClassEnable: int(ce), Quanta: q}
 		} else if q, ok := roce.ParsePause(frame); ok {

@@ -338,16 +338,19 @@ func TestMACControlConsumedInEveryMode(t *testing.T) {
 	if _, err := roce.BuildPause(pause, roce.MAC{2, 0, 0, 0, 0, 1}, 100); err != nil {
 		t.Fatal(err)
 	}
+	// MAC control frames are never VLAN-tagged: a tagged 0x8808 frame is
+	// forwarded like any other, in every mode.
+	tagged := append(append(append([]byte{}, pause[:12]...), 0x81, 0x00, 0x00, 0x03), pause[12:]...)
 	for _, mode := range []string{"io", "mac", "roce"} {
 		t.Run(mode, func(t *testing.T) {
 			frames := testenv.Frames(20)
-			frames = append(frames[:10:10], append([][]byte{pfc, pause}, frames[10:]...)...)
+			frames = append(frames[:10:10], append([][]byte{pfc, pause, tagged}, frames[10:]...)...)
 			run := forwardPcap(t, mode, frames)
 			if d := run.p.Drops(); d["mac_control"] != 2 {
 				t.Errorf("mac_control drops %d, want 2 (%v)", d["mac_control"], d)
 			}
-			if got := run.finish(t); len(got) != 20 {
-				t.Errorf("%d frames out, want the 20 that are not flow control", len(got))
+			if got := run.finish(t); len(got) != 21 {
+				t.Errorf("%d frames out, want the 20 that are not flow control and the tagged 0x8808 one", len(got))
 			}
 		})
 	}

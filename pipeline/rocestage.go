@@ -78,7 +78,9 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 			if rs.qp != nil {
 				rs.qp.Observe(frame, r, n, w.now)
 			}
-		} else if r.EtherType == rocestats.EtherTypeMACControl {
+		} else if r.EtherType == roce.EtherTypeMACControl && !r.Tagged {
+			// MAC control frames are never tagged: a tagged 0x8808 frame
+			// is forwarded, as in io and mac modes.
 			w.consumeMAC(i, m, frame, w.now)
 			continue
 		}

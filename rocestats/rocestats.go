@@ -10,9 +10,6 @@ import (
 	"roce-fwd/roce"
 )
 
-// EtherTypeMACControl carries 802.3x PAUSE and 802.1Qbb PFC frames.
-const EtherTypeMACControl = 0x8808
-
 // Counters for one port (or one capture). Plain fields: one writer.
 type Counters struct {
 	Bytes     uint64 // of every frame
@@ -46,7 +43,7 @@ func (c *Counters) Add(frame []byte, r *roce.Result, frameLen int) {
 			c.ICRCOK++
 		}
 		c.countRoCE(r, frameLen)
-	case r.EtherType == EtherTypeMACControl:
+	case r.EtherType == roce.EtherTypeMACControl:
 		c.Other++
 		if _, _, ok := roce.ParsePFC(frame); ok {
 			c.PFC++
