@@ -105,6 +105,14 @@ type LcoreReport struct {
 	BurstHist       map[string]uint64 `json:"burst_hist"`
 }
 
+// EmptyPollPct is the share of polls that returned nothing, in percent.
+func (l *LcoreReport) EmptyPollPct() float64 {
+	if polls := l.Bursts + l.EmptyPolls; polls > 0 {
+		return 100 * float64(l.EmptyPolls) / float64(polls)
+	}
+	return 0
+}
+
 // Report collects the counters now, with port rates since the previous
 // Report ("since last show"). The duration is since forwarding started.
 func (d *Daemon) Report() Report {
@@ -238,14 +246,9 @@ func (r Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  %s\n", strings.Repeat("-", 78))
 	for _, l := range r.Lcores {
-		polls := l.Bursts + l.EmptyPolls
-		empty := 0.0
-		if polls > 0 {
-			empty = 100 * float64(l.EmptyPolls) / float64(polls)
-		}
 		fmt.Fprintf(w, "  lcore %d (socket %d) polls %s: %d packets, %.2f Mpps, %.1f cycles/packet, %.1f%% empty polls\n",
-			l.Lcore, l.Socket, strings.Join(l.Queues, " "), l.Packets, l.Mpps, l.CyclesPerPacket, empty)
-		if polls > 0 {
+			l.Lcore, l.Socket, strings.Join(l.Queues, " "), l.Packets, l.Mpps, l.CyclesPerPacket, l.EmptyPollPct())
+		if polls := l.Bursts + l.EmptyPolls; polls > 0 {
 			var parts []string
 			for b := 0; b < pipeline.HistBuckets; b++ {
 				label := pipeline.HistBucketLabel(b)

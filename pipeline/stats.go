@@ -80,11 +80,9 @@ func histBucket(n int) int {
 // with plain stores: no atomic instruction on the data path. The control
 // plane gets a consistent copy through a snapshot handshake (below).
 type lcoreCounters struct {
-	packets    uint64 // received and handled
-	bursts     uint64 // polls that returned packets
-	emptyPolls uint64
-	busyCycles uint64 // TSC cycles of polls that carried packets
-	hist       [HistBuckets]uint64
+	packets    uint64              // received and handled
+	busyCycles uint64              // TSC cycles of polls that carried packets
+	hist       [HistBuckets]uint64 // bucket 0: empty polls; the others: bursts
 	drops      [NumReasons]uint64
 }
 

@@ -120,10 +120,8 @@ func (w *Worker) Poll() int {
 		n := len(pkts)
 		w.c.hist[histBucket(n)]++
 		if n == 0 {
-			w.c.emptyPolls++
 			continue
 		}
-		w.c.bursts++
 		tx := w.rx[i].tx
 		txq := &w.step.Txq[tx]
 		switch w.mode {
@@ -199,8 +197,8 @@ func (w *Worker) Stats() LcoreStats {
 		Lcore:      w.Lcore,
 		Socket:     w.Socket,
 		Packets:    c.packets,
-		Bursts:     c.bursts,
-		EmptyPolls: c.emptyPolls,
+		Bursts:     sum(c.hist[1:]),
+		EmptyPolls: c.hist[0],
 		BusyCycles: c.busyCycles,
 		Hist:       c.hist,
 		Drops:      c.drops,
@@ -236,4 +234,12 @@ func macHeader(dst, src net.HardwareAddr) [12]byte {
 	copy(h[:6], dst)
 	copy(h[6:], src)
 	return h
+}
+
+func sum(v []uint64) uint64 {
+	var n uint64
+	for _, x := range v {
+		n += x
+	}
+	return n
 }

@@ -158,16 +158,11 @@ func pfcReply(r daemon.Report, params string) (any, error) {
 func lcoresReply(r daemon.Report, _ string) (any, error) {
 	out := dict{}
 	for _, l := range r.Lcores {
-		polls := l.Bursts + l.EmptyPolls
-		empty := 0.0
-		if polls > 0 {
-			empty = 100 * float64(l.EmptyPolls) / float64(polls)
-		}
 		out[strconv.Itoa(l.Lcore)] = dict{
 			"socket": l.Socket, "queues": l.Queues, "packets": l.Packets,
 			"busy_cycles": l.BusyCycles, "bursts": l.Bursts, "empty_polls": l.EmptyPolls,
 			"cycles_per_packet": strconv.FormatFloat(l.CyclesPerPacket, 'f', 1, 64),
-			"empty_poll_pct":    strconv.FormatFloat(empty, 'f', 1, 64),
+			"empty_poll_pct":    strconv.FormatFloat(l.EmptyPollPct(), 'f', 1, 64),
 			"mpps":              strconv.FormatFloat(l.Mpps, 'f', 3, 64),
 		}
 	}
