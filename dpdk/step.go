@@ -25,6 +25,10 @@ type Step struct {
 	Txq   []TxQueue
 }
 
+// Capacity is how many packets one Run can receive (and so how many a
+// poll may have to queue or drop).
+func (s *Step) Capacity() int { return len(s.rx) }
+
 // TxQueue collects packets for one (port, tx queue) until the next Run.
 type TxQueue struct {
 	c     *C.struct_rf_txq
@@ -58,9 +62,9 @@ func NewStep(burst, maxBursts, socket int, rxs, txs []Queue, txRetries int) (*St
 		uintptr(len(rxs))*unsafe.Sizeof(C.struct_rf_rxq{}) +
 		uintptr(len(txs))*unsafe.Sizeof(C.struct_rf_txq{}) +
 		uintptr(per*(len(txs)+2))*ptr
-	mem := C.rte_zmalloc_socket(nil, C.size_t(size), C.RTE_CACHE_LINE_SIZE, C.int(socket))
-	if mem == nil {
-		return nil, fmt.Errorf("allocating a burst step of %d bytes on socket %d: out of DPDK memory", size, socket)
+	mem, err := Zmalloc("a burst step", size, socket)
+	if err != nil {
+		return nil, err
 	}
 	take := func(p *unsafe.Pointer, n uintptr) unsafe.Pointer {
 		q := *p
@@ -110,7 +114,7 @@ func (s *Step) Free() {
 	}
 	FreeMbufs(s.drop[:s.ndrop])
 	s.ndrop = 0
-	C.rte_free(unsafe.Pointer(s.c))
+	FreeMem(unsafe.Pointer(s.c))
 	s.c = nil
 }
 

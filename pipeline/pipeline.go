@@ -167,7 +167,7 @@ func New(spec Spec) (*Pipeline, error) {
 		w.step = step
 		p.Workers = append(p.Workers, w)
 		if spec.QoS != nil {
-			if err := w.initQoS(spec.QoS, shared, targets, spec.Burst*max(spec.MaxBursts, 1)*len(rxs)); err != nil {
+			if err := w.initQoS(spec.QoS, shared, targets, step.Capacity()); err != nil {
 				p.Free()
 				return nil, fmt.Errorf("lcore %d: %w", ws.Lcore, err)
 			}
