@@ -87,14 +87,6 @@ func (r *PFCRx) Init(speed uint64, prioToTC *[NumTC]uint8) error {
 	return nil
 }
 
-// SetSpeed changes the link speed used for frames received from now on
-// (after autonegotiation, say).
-func (r *PFCRx) SetSpeed(speed uint64) {
-	if speed != 0 {
-		r.speed = speed
-	}
-}
-
 // Receive consumes frame if it is a PFC or PAUSE frame and reports
 // whether it was one. Such frames are for the MAC: callers free them
 // instead of forwarding.
@@ -280,9 +272,9 @@ type PFCTxStats struct {
 }
 
 // PFCTx decides when an ingress port must pause its link partner. The
-// dataplane adds a packet's bytes to its ingress port's PFCTx (under the
-// packet's priority) when an egress queue accepts it, subtracts them when
-// the packet leaves or is dropped, and calls Check once per burst:
+// dataplane sets what each priority of the ingress port holds in the
+// egress queues (Set: the sum over every worker lcore's queues; Add and
+// Sub for a single owner) and calls Check once per burst:
 //
 //   - at or above Xoff: XOFF with Quanta;
 //   - while still above Xon: XOFF again every half pause time, so the

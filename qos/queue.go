@@ -161,15 +161,10 @@ func (q *Queue) Drain(out []Slot) int {
 	return k
 }
 
-func (q *Queue) Bytes() uint64         { return q.bytes }
-func (q *Queue) Packets() int          { return int(q.n) }
-func (q *Queue) Empty() bool           { return q.n == 0 }
-func (q *Queue) Cap() int              { return len(q.ring) }
-func (q *Queue) Limit() uint64         { return q.limit }
-func (q *Queue) Stats() QueueStats     { return q.st }
-func (q *Queue) MaxBytes() uint64      { return q.st.MaxBytes }
-func (q *Queue) MaxPackets() int       { return int(q.st.MaxPackets) }
-func (q *Queue) SetLimit(limit uint64) { q.limit = limit }
+func (q *Queue) Bytes() uint64     { return q.bytes }
+func (q *Queue) Packets() int      { return int(q.n) }
+func (q *Queue) Stats() QueueStats { return q.st }
+func (q *Queue) MaxPackets() int   { return int(q.st.MaxPackets) }
 
 // ResetMax restarts the watermarks from the current depth, for periodic
 // "max depth since last read" reporting.

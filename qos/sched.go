@@ -377,9 +377,6 @@ func (s *Scheduler) Flush(tc uint8, out []Slot) int {
 // WRED, DWRR and the watchdog's view consistent.
 func (s *Scheduler) Queue(tc uint8) *Queue { return &s.tc[tc&7].q }
 
-// WRED is TC tc's WRED state.
-func (s *Scheduler) WRED(tc uint8) *WRED { return &s.tc[tc&7].wred }
-
 // Stats returns TC tc's counters.
 func (s *Scheduler) Stats(tc uint8) TCStats {
 	t := &s.tc[tc&7]
@@ -393,17 +390,6 @@ func (s *Scheduler) Backlog() (bytes uint64, packets int) {
 		packets += int(s.tc[i].q.n)
 	}
 	return bytes, packets
-}
-
-// BacklogMask has bit n set when TC n holds packets.
-func (s *Scheduler) BacklogMask() uint8 {
-	var m uint8
-	for i := range s.tc {
-		if s.tc[i].q.n != 0 {
-			m |= 1 << i
-		}
-	}
-	return m
 }
 
 // PFC is the port's PFC receive state (nil when PFC is off).

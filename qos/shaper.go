@@ -88,9 +88,6 @@ func (b *TokenBucket) Init(rate, burst uint64, overhead uint32, now int64) error
 // Unlimited reports whether the bucket has no rate.
 func (b *TokenBucket) Unlimited() bool { return b.rate == 0 }
 
-// Rate is the configured rate in bits/s.
-func (b *TokenBucket) Rate() uint64 { return b.rate }
-
 // Refill adds the tokens earned since the last refill. Time going
 // backwards earns nothing.
 func (b *TokenBucket) Refill(now int64) {
@@ -108,10 +105,6 @@ func (b *TokenBucket) Refill(now int64) {
 	}
 	b.tokens = t
 }
-
-// Ready reports whether a frame may be sent (the bucket is not empty or
-// in debt). An unlimited bucket is always ready.
-func (b *TokenBucket) Ready() bool { return b.rate == 0 || b.tokens > 0 }
 
 // Consume charges a frame of n bytes.
 func (b *TokenBucket) Consume(n uint32) {
