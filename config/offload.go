@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -222,12 +221,7 @@ func validateFlow(c *checker, rp path, r *OffloadRule, pt *Port, pr *portRules, 
 	// The prefix makes it a create command whatever the text says.
 	cmd, err := flowrule.Parse("flow create " + port + " " + r.Flow)
 	if err != nil {
-		var pe *flowrule.ParseError
-		if errors.As(err, &pe) {
-			c.errorf(fp, "%s", pe.Msg)
-		} else {
-			c.errorf(fp, "%v", err)
-		}
+		c.errorf(fp, "%v", err)
 		return
 	}
 	if err := cmd.Rule.CheckDirection(); err != nil {
@@ -426,12 +420,7 @@ func validateMeter(c *checker, rp path, r *OffloadRule) {
 	}
 	// The rest (bucket sizes) is flowrule's to judge, as for a flow rule.
 	if _, err := flowrule.Parse("flow create 0 pattern eth / end actions meter " + OffloadMeterArgs(r, 1) + " / end"); err != nil {
-		msg := err.Error()
-		var pe *flowrule.ParseError
-		if errors.As(err, &pe) {
-			msg = pe.Msg
-		}
-		c.errorf(rp.key("algorithm"), "%s", msg)
+		c.errorf(rp.key("algorithm"), "%v", err)
 	}
 }
 

@@ -71,7 +71,12 @@ func (s *Shell) parseFlow(words []string) (flowrule.Command, uint16, error) {
 // offending word, as rules are long.
 func flowParseError(toks []string, err error) error {
 	var pe *flowrule.ParseError
-	if !errors.As(err, &pe) || pe.Pos < 0 {
+	if !errors.As(err, &pe) {
+		return err
+	}
+	// testpmd's wording for a command line it cannot parse.
+	err = fmt.Errorf("Bad arguments: %w", err)
+	if pe.Pos < 0 {
 		return err
 	}
 	line := strings.Join(toks, " ")

@@ -48,7 +48,7 @@ type ParseError struct {
 	Msg   string
 }
 
-func (e *ParseError) Error() string { return "Bad arguments: " + e.Msg }
+func (e *ParseError) Error() string { return e.Msg }
 
 // errIncomplete stops the parser at the end of the tokens when completing.
 var errIncomplete = errors.New("incomplete")

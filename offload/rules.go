@@ -82,10 +82,6 @@ func (b *builder) add(i int, text string) {
 	}
 	cmd, err := flowrule.Parse("flow create " + b.port + " " + text)
 	if err != nil {
-		var pe *flowrule.ParseError
-		if errors.As(err, &pe) {
-			err = errors.New(pe.Msg)
-		}
 		b.fail(i, "%v (in %q)", err, text)
 		return
 	}
