@@ -117,14 +117,18 @@ func AddCounters(dst, src []Counter) []Counter {
 		dst = append(dst, Counter{})
 	}
 	for i := range src {
-		d, c := &dst[i], &src[i]
-		d.Packets += c.Packets
-		d.Bytes += c.Bytes
-		d.Green += c.Green
-		d.Yellow += c.Yellow
-		d.Red += c.Red
+		dst[i].Add(&src[i])
 	}
 	return dst
+}
+
+// Add adds o's counts to c.
+func (c *Counter) Add(o *Counter) {
+	c.Packets += o.Packets
+	c.Bytes += o.Bytes
+	c.Green += o.Green
+	c.Yellow += o.Yellow
+	c.Red += o.Red
 }
 
 // Merge sums the counters of quiescent States of one table.

@@ -169,17 +169,8 @@ func New(requested string) (*Manager, error) {
 	return &Manager{requested: requested, ports: map[uint16]*port{}}, nil
 }
 
-// directions of a rule: index 0 ingress, 1 egress.
-func dirs(r *flowrule.Rule) []int {
-	var d []int
-	if r.Ingress {
-		d = append(d, 0)
-	}
-	if r.Egress {
-		d = append(d, 1)
-	}
-	return d
-}
+// inDir reports whether r applies in direction d: 0 ingress, 1 egress.
+func inDir(r *flowrule.Rule, d int) bool { return d == 0 && r.Ingress || d == 1 && r.Egress }
 
 var pipeDir = [2]pipeline.FlowDir{pipeline.FlowIngress, pipeline.FlowEgress}
 
@@ -581,7 +572,10 @@ func (p *port) remove(r *installed) {
 
 // install puts r on the NIC.
 func (p *port) install(r *installed) error {
-	for _, d := range dirs(&r.r) {
+	for d := range 2 {
+		if !inDir(&r.r, d) {
+			continue
+		}
 		if err := p.ensureRoot(d); err != nil {
 			return err
 		}
@@ -732,7 +726,7 @@ func (m *Manager) syncSoftware(p *port) (applied bool, err error) {
 		var members []*installed
 		anySW := false
 		for _, r := range p.rules {
-			if !slices.Contains(dirs(&r.r), d) {
+			if !inDir(&r.r, d) {
 				continue
 			}
 			rules = append(rules, r.r)
@@ -876,6 +870,13 @@ func (m *Manager) Stopping(id uint16) error {
 	if !ok || p.KeepsRules || p.backend == BackendSoftware || p.parked {
 		return nil
 	}
+	p.parked = true
+	return p.offNIC()
+}
+
+// offNIC removes the port's rules and root jumps from the NIC; the rules'
+// definitions stay.
+func (p *port) offNIC() error {
 	var errs []error
 	for _, r := range p.rules {
 		if r.where == InHardware {
@@ -892,7 +893,6 @@ func (m *Manager) Stopping(id uint16) error {
 			p.root[d] = nil
 		}
 	}
-	p.parked = true
 	return errors.Join(errs...)
 }
 
@@ -996,20 +996,15 @@ func (p *port) entry(r *installed, sc *swCounters) Entry {
 	if sc.sw == nil {
 		return e
 	}
-	for _, d := range dirs(&r.r) {
-		if r.swIdx[d] < 0 {
+	for d := range 2 {
+		if !inDir(&r.r, d) || r.swIdx[d] < 0 {
 			continue
 		}
 		st := sc.get(p, d)
 		if st.Table != p.sw[d] || r.swIdx[d] >= len(st.Rules) {
 			continue
 		}
-		c := st.Rules[r.swIdx[d]]
-		e.Counter.Packets += c.Packets
-		e.Counter.Bytes += c.Bytes
-		e.Counter.Green += c.Green
-		e.Counter.Yellow += c.Yellow
-		e.Counter.Red += c.Red
+		e.Counter.Add(&st.Rules[r.swIdx[d]])
 	}
 	return e
 }
@@ -1057,20 +1052,8 @@ func (m *Manager) Close() error {
 	var errs []error
 	for _, id := range m.order {
 		p := m.ports[id]
-		for _, r := range p.rules {
-			if r.where == InHardware {
-				if err := p.uninstall(r); err != nil {
-					errs = append(errs, fmt.Errorf("port %d rule %d: %w", id, r.r.ID, err))
-				}
-			}
-		}
-		for d, h := range p.root {
-			if h != nil {
-				if err := p.eng.Destroy(h); err != nil {
-					errs = append(errs, fmt.Errorf("port %d root jump: %w", id, err))
-				}
-				p.root[d] = nil
-			}
+		if err := p.offNIC(); err != nil {
+			errs = append(errs, fmt.Errorf("port %d: %w", id, err))
 		}
 		for k, t := range p.tables {
 			if err := t.Destroy(); err != nil {
