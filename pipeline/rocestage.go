@@ -54,6 +54,10 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 	txq := &w.step.Txq[tx]
 	fs := w.fs
 	flows, fin, fout := fs.active[i], fs.in[i], fs.out[tx]
+	var eg *egress // the egress port's QoS state, fixed for the burst
+	if w.qs != nil {
+		eg = &w.qs.eg[tx]
+	}
 	for _, m := range pkts {
 		frame := m.Data()
 		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
@@ -87,11 +91,11 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 		if flows && !w.runFlows(m, frame, r, n, fin, fout, &rs.tcmap) {
 			continue
 		}
-		if qs := w.qs; qs != nil {
+		if eg != nil {
 			// An idle port's cut-through, here rather than in qosEnqueue
 			// so that the common case costs no call.
-			if e := &qs.eg[tx]; e.idle && txq.Room() > 0 {
-				e.sched.CutThrough(r.TC, uint32(n))
+			if eg.idle && txq.Room() > 0 {
+				eg.sched.CutThrough(r.TC, uint32(n))
 				txq.Push(m)
 				continue
 			}
