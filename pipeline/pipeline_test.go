@@ -21,7 +21,7 @@ var devSeq int
 
 // openPorts brings up ports from TOML [[port]] tables (vdev names get a
 // unique suffix: a closed vdev cannot be probed again in one process).
-func openPorts(t *testing.T, mode string, vdevs ...string) (*config.Config, *ports.Set) {
+func openPorts(t testing.TB, mode string, vdevs ...string) (*config.Config, *ports.Set) {
 	t.Helper()
 	src := fmt.Sprintf("[eal]\nargs = [%s]\n[pipeline]\nmode = %q\n", quoteAll(testenv.EALArgs("pipeline")), mode)
 	for i, v := range vdevs {
@@ -48,7 +48,7 @@ func quoteAll(ss []string) string {
 	return strings.Join(q, ", ")
 }
 
-func newPipeline(t *testing.T, cfg *config.Config, set *ports.Set, tune ...func(*Spec)) *Pipeline {
+func newPipeline(t testing.TB, cfg *config.Config, set *ports.Set, tune ...func(*Spec)) *Pipeline {
 	t.Helper()
 	mode, err := ParseMode(cfg.Pipeline.Mode)
 	if err != nil {
@@ -282,7 +282,7 @@ func TestPollDoesNotAllocate(t *testing.T) {
 
 // primeRing puts 32 packets in flight through a ring port that forwards
 // to itself, and returns its worker.
-func primeRing(t *testing.T, p *Pipeline, set *ports.Set) *Worker {
+func primeRing(t testing.TB, p *Pipeline, set *ports.Set) *Worker {
 	t.Helper()
 	w := p.Workers[0]
 	for _, f := range testenv.Frames(32) {
@@ -298,7 +298,7 @@ func primeRing(t *testing.T, p *Pipeline, set *ports.Set) *Worker {
 
 // closeRing drains a primed ring so every mbuf returns to its pool, then
 // closes the ports (which fails on a leaked mbuf).
-func closeRing(t *testing.T, p *Pipeline, set *ports.Set) {
+func closeRing(t testing.TB, p *Pipeline, set *ports.Set) {
 	t.Helper()
 	p.Stop()
 	w := p.Workers[0]

@@ -106,3 +106,37 @@ func testRoCEPollAllocs(t *testing.T, tune ...func(*Spec)) {
 	}
 	closeRing(t, p, set)
 }
+
+// BenchmarkPoll is the worker's cost per packet without a PMD worth the
+// name: a net_ring port that loops 32 demo frames back to itself, so a
+// poll is one cgo call and the mode's Go work. `make bench` runs it; the
+// PMDs' share is in the testpmd comparison. ICRC verification is off, as
+// by default.
+func BenchmarkPoll(b *testing.B) {
+	noICRC := func(s *Spec) { s.RoCE.VerifyICRC = false }
+	for _, c := range []struct {
+		name, mode string
+		tune       []func(*Spec)
+	}{
+		{"io", "io", nil},
+		{"roce", "roce", []func(*Spec){noICRC}},
+		{"roce-qos", "roce", []func(*Spec){noICRC, withQoS(qos.NVIDIARoCE())}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg, set := openPorts(b, c.mode, "net_ring%d")
+			p := newPipeline(b, cfg, set, c.tune...)
+			w := primeRing(b, p, set)
+			b.ResetTimer()
+			var n int
+			for b.Loop() {
+				n += w.Poll()
+			}
+			b.StopTimer()
+			if n == 0 {
+				b.Fatal("no packets polled")
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/packet")
+			closeRing(b, p, set)
+		})
+	}
+}
