@@ -62,30 +62,12 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 		frame := m.Data()
 		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
 		n := m.PktLen()
-		st.Add(frame, r, n)
-		if r.Err != roce.ReasonNone {
-			if r.Err == roce.ErrBadICRC {
-				if rs.qp != nil {
-					rs.qp.Observe(frame, r, n, w.now)
-				}
-				if rs.dropBadICRC {
-					w.step.Drop(m)
-					w.c.drops[DropBadICRC]++
-					continue
-				}
-			} else if rs.dropMalformed {
-				w.step.Drop(m)
-				w.c.drops[DropMalformed]++
-				continue
-			}
-		} else if r.RoCE {
+		if r.RoCE && r.Err == roce.ReasonNone {
+			st.AddRoCE(r, n)
 			if rs.qp != nil {
 				rs.qp.Observe(frame, r, n, w.now)
 			}
-		} else if r.EtherType == roce.EtherTypeMACControl && !r.Tagged {
-			// MAC control frames are never tagged: a tagged 0x8808 frame
-			// is forwarded, as in io and mac modes.
-			w.consumeMAC(i, m, frame, w.now)
+		} else if !w.roceOther(i, m, frame, n) {
 			continue
 		}
 		if flows && !w.runFlows(m, frame, r, n, fin, fout, &rs.tcmap) {
@@ -104,6 +86,38 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 		}
 		txq.Push(m)
 	}
+}
+
+// roceOther counts a frame that is not well-formed RoCEv2 and reports
+// whether it goes on to be forwarded: a bad ICRC or a malformed frame is
+// dropped if the config says so, and a PFC or PAUSE frame is consumed.
+// Tagged 0x8808 frames are forwarded, as in io and mac modes: MAC control
+// frames are never tagged.
+func (w *Worker) roceOther(i int, m *dpdk.Mbuf, frame []byte, n int) bool {
+	rs := w.rs
+	r := &rs.res
+	rs.ports[i].Add(frame, r, n)
+	switch {
+	case r.Err == roce.ErrBadICRC:
+		if rs.qp != nil {
+			rs.qp.Observe(frame, r, n, w.now)
+		}
+		if rs.dropBadICRC {
+			w.step.Drop(m)
+			w.c.drops[DropBadICRC]++
+			return false
+		}
+	case r.Err != roce.ReasonNone:
+		if rs.dropMalformed {
+			w.step.Drop(m)
+			w.c.drops[DropMalformed]++
+			return false
+		}
+	case r.EtherType == roce.EtherTypeMACControl && !r.Tagged:
+		w.consumeMAC(i, m, frame, w.now)
+		return false
+	}
+	return true
 }
 
 // tscClock turns TSC readings into wall-clock nanoseconds, so the worker
