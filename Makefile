@@ -12,7 +12,7 @@ BENCH_SECONDS ?= 10
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test-deps build test lint fuzz bench demo docker clean
+.PHONY: all deps test-deps build test lint fuzz bench pgo demo docker clean
 
 all: build
 
@@ -52,10 +52,21 @@ bench: build
 	@echo
 	$(GO) test -run '^$$' -bench 'Classify|ICRC|Stage|Observe' -benchtime 2s ./roce ./rocestats ./qpstats
 	@echo
+	@echo "a worker's own cost per packet (a net_ring port looped to itself: no PMD work to speak of)"
+	$(GO) test -run '^$$' -bench 'Poll' -benchtime 2s ./pipeline
+	@echo
 	@echo "software flow table: per-packet match on 1k rules, actions, insertion (rules/s)"
 	$(GO) test -run '^$$' -bench 'Match1k|Apply|Compile1k' -benchtime 2s ./flowrule
 	@echo "software backend: console-style insertion, one rule at a time up to 1k (rules/s)"
 	$(GO) test -run '^$$' -bench 'SoftwareInsert1k' -benchtime 3x ./offload
+
+# cmd/roce-fwd/default.pgo is the CPU profile `go build` optimises the
+# binary with (profile-guided inlining puts the classifier and the per-QP
+# table into the per-packet loop). It comes from the worker benchmarks;
+# make it again after the data path changes.
+pgo: deps
+	$(GO) test -run '^$$' -bench 'Poll' -benchtime 3s -o bin/pipeline.test \
+		-cpuprofile cmd/roce-fwd/default.pgo ./pipeline
 
 # The built-in default config for a few seconds: a RoCEv2 capture replayed
 # through net_pcap into net_null, no NIC and no hugepages.
