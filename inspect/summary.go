@@ -68,7 +68,7 @@ func (s *Summary) WriteText(w io.Writer, topN int) {
 	fmt.Fprintf(tw, "    SRC\tDST\tQP\tPACKETS\tBYTES\tGAPS\tOUT-OF-ORDER\tNAKS\tRNR\tCNPS\tCE\n")
 	for _, f := range top {
 		fmt.Fprintf(tw, "    %s\t%s\t0x%06x\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", f.SrcAddr(), f.DstAddr(), f.QP,
-			f.Packets, f.Bytes, f.Gaps, f.OutOfOrder, f.NAKTotal(), f.RNRNAKs, f.CNPs, f.CE)
+			f.Packets(), f.Bytes, f.Gaps, f.OutOfOrder, f.NAKTotal(), f.RNRNAKs, f.CNPs(), f.CE)
 	}
 	tw.Flush()
 }

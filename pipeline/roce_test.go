@@ -61,8 +61,8 @@ func TestRoCEModeForwardsAndCountsLikeInspect(t *testing.T) {
 	wantTop, _ := qpstats.Top(want.Flows, 0, "bytes")
 	for i := range gotTop {
 		g, w := gotTop[i], wantTop[i]
-		if g.Key != w.Key || g.Packets != w.Packets || g.Bytes != w.Bytes || g.Gaps != w.Gaps ||
-			g.OutOfOrder != w.OutOfOrder || g.CNPs != w.CNPs || g.Mix != w.Mix {
+		if g.Key != w.Key || g.Packets() != w.Packets() || g.Bytes != w.Bytes || g.Gaps != w.Gaps ||
+			g.OutOfOrder != w.OutOfOrder || g.CNPs() != w.CNPs() || g.Mix != w.Mix {
 			t.Errorf("QP flow %d differs:\n got %+v\nwant %+v", i, g, w)
 		}
 	}

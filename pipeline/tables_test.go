@@ -124,7 +124,7 @@ func TestSetModeAndResetQP(t *testing.T) {
 	flows, _ := p.QPFlows()
 	var sum uint64
 	for _, f := range flows {
-		sum += f.Packets
+		sum += f.Packets()
 	}
 	after := w.Stats().Packets
 	if len(flows) == 0 || sum > after-atReset {

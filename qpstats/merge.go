@@ -36,7 +36,6 @@ func add(a, b *Counters) {
 	if b.LastSeen > a.LastSeen {
 		a.ExpectedPSN, a.PSNKnown = b.ExpectedPSN, b.PSNKnown
 	}
-	a.Packets += b.Packets
 	a.Bytes += b.Bytes
 	a.FirstSeen = min(a.FirstSeen, b.FirstSeen)
 	a.LastSeen = max(a.LastSeen, b.LastSeen)
@@ -50,7 +49,6 @@ func add(a, b *Counters) {
 		a.NAKs[i] += b.NAKs[i]
 	}
 	a.RNRNAKs += b.RNRNAKs
-	a.CNPs += b.CNPs
 	a.CE += b.CE
 }
 
@@ -65,11 +63,11 @@ func Top(flows []Flow, n int, by string) ([]Flow, error) {
 	case "bytes", "":
 		metric = func(f *Flow) uint64 { return f.Bytes }
 	case "packets":
-		metric = func(f *Flow) uint64 { return f.Packets }
+		metric = func(f *Flow) uint64 { return f.Packets() }
 	case "naks":
 		metric = func(f *Flow) uint64 { return f.NAKTotal() + f.RNRNAKs }
 	case "cnp":
-		metric = func(f *Flow) uint64 { return f.CNPs }
+		metric = func(f *Flow) uint64 { return f.CNPs() }
 	case "gaps":
 		metric = func(f *Flow) uint64 { return f.Gaps + f.OutOfOrder }
 	default:

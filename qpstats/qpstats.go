@@ -16,6 +16,7 @@ package qpstats
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
 
 	"roce-fwd/roce"
@@ -71,9 +72,10 @@ const (
 // NAKNames name the NAK counters.
 var NAKNames = [NumNAKs]string{"psn_sequence_error", "invalid_request", "remote_access_error", "remote_operational_error", "invalid_rd_request", "other"}
 
-// Counters are one QP flow's statistics.
+// Counters are one QP flow's statistics. Each packet counts in one class
+// of Mix, so the packet and CNP totals are derived from it (Packets,
+// CNPs) rather than counted again per packet.
 type Counters struct {
-	Packets     uint64
 	Bytes       uint64 // whole frames
 	FirstSeen   int64  // unix nanoseconds
 	LastSeen    int64
@@ -86,9 +88,20 @@ type Counters struct {
 	GapPSNs     uint64 // PSNs skipped over by those jumps
 	NAKs        [NumNAKs]uint64
 	RNRNAKs     uint64
-	CNPs        uint64
 	CE          uint64 // packets that arrived CE-marked
 }
+
+// Packets is the number of packets of the flow.
+func (c *Counters) Packets() uint64 {
+	var n uint64
+	for _, v := range c.Mix {
+		n += v
+	}
+	return n
+}
+
+// CNPs is the number of congestion notification packets to the QP.
+func (c *Counters) CNPs() uint64 { return c.Mix[ClassCNP] }
 
 // NAKTotal is the number of NAKs of any kind (RNR NAKs excluded).
 func (c *Counters) NAKTotal() uint64 {
@@ -99,11 +112,12 @@ func (c *Counters) NAKTotal() uint64 {
 	return n
 }
 
-// Entry is one slot of the table.
+// Entry is one slot of the table. used sits by the key: a probe reads
+// both, from one cache line.
 type Entry struct {
 	Key
-	Counters
 	used bool
+	Counters
 }
 
 // TableStats count how the table itself fared.
@@ -156,12 +170,16 @@ func addrWords(frame []byte, r *roce.Result) (s0, s1, d0, d1 uint64) {
 		binary.BigEndian.Uint64(ip[16:]), binary.BigEndian.Uint64(ip[24:])
 }
 
+// hash mixes a key into 32 bits with a single multiply on its critical
+// path: the words are folded (the destination rotated, so that a flow and
+// its reverse differ; the IPv6 upper words and the QP through multiplies
+// of their own, which run alongside), and the high half of the product
+// with an odd constant is kept (Fibonacci hashing). A probe runs on every
+// packet that is not of the previous packet's flow, so its latency counts.
 func hash(s0, s1, d0, d1 uint64, qp uint32) uint32 {
-	h := (s0 ^ s1*0x9e3779b97f4a7c15) ^ (d0^d1*0xc2b2ae3d27d4eb4f)*0x165667b19e3779f9 ^
-		uint64(qp)*0xff51afd7ed558ccd
-	h ^= h >> 29
-	h *= 0xbf58476d1ce4e5b9
-	return uint32(h >> 32)
+	x := s1 ^ bits.RotateLeft64(d1, 32) ^ (s0^bits.RotateLeft64(d0, 16))*0xc2b2ae3d27d4eb4f ^
+		uint64(qp)*0x9e3779b97f4a7c15
+	return uint32(x * 0xbf58476d1ce4e5b9 >> 32)
 }
 
 // Observe counts one classified RoCE frame of frameLen bytes seen at now
@@ -179,7 +197,6 @@ func (t *Table) Observe(frame []byte, r *roce.Result, frameLen int, now int64) {
 		t.last = e
 	}
 	c := &e.Counters
-	c.Packets++
 	c.Bytes += uint64(frameLen)
 	c.LastSeen = now
 	if r.ECN == 3 {
@@ -189,7 +206,6 @@ func (t *Table) Observe(frame []byte, r *roce.Result, frameLen int, now int64) {
 	c.Mix[class&(NumClasses-1)]++ // the mask spares a bounds check
 	switch {
 	case r.CNP:
-		c.CNPs++
 		return
 	case r.HasAETH && r.AETH.IsNAK():
 		c.NAKs[nakIndex(r.AETH.NAKCode())]++
@@ -259,7 +275,7 @@ var classOf = func() (t [256]uint8) {
 		case 0x12, 0x13, 0x14:
 			c = ClassAtomic
 		}
-		if op>>5 == 4 { // 0x80-0x9f: CNP
+		if roce.Opcode(op) == roce.OpCNP { // the class CNPs() counts
 			c = ClassCNP
 		}
 		t[op] = uint8(c)

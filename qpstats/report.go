@@ -24,9 +24,9 @@ type FlowReport struct {
 
 // Report converts a flow; zero opcode classes and NAK kinds are left out.
 func (f *Flow) Report() FlowReport {
-	r := FlowReport{Src: f.SrcAddr().String(), Dst: f.DstAddr().String(), QP: f.QP, Packets: f.Packets, Bytes: f.Bytes,
+	r := FlowReport{Src: f.SrcAddr().String(), Dst: f.DstAddr().String(), QP: f.QP, Packets: f.Packets(), Bytes: f.Bytes,
 		FirstSeen: time.Unix(0, f.FirstSeen).UTC(), LastSeen: time.Unix(0, f.LastSeen).UTC(),
-		Gaps: f.Gaps, GapPSNs: f.GapPSNs, OutOfOrder: f.OutOfOrder, RNRNAKs: f.RNRNAKs, CNPs: f.CNPs, CE: f.CE,
+		Gaps: f.Gaps, GapPSNs: f.GapPSNs, OutOfOrder: f.OutOfOrder, RNRNAKs: f.RNRNAKs, CNPs: f.CNPs(), CE: f.CE,
 		Mix: map[string]uint64{}, NAKs: map[string]uint64{}}
 	if f.PSNKnown {
 		psn := f.ExpectedPSN
