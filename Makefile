@@ -7,8 +7,9 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 # Seconds each fuzz target runs in `make test`.
 FUZZTIME ?= 10s
-# Seconds each side of `make bench` forwards.
-BENCH_SECONDS ?= 10
+# Seconds each run of `make bench` forwards, and how many rounds of runs.
+BENCH_SECONDS ?= 6
+BENCH_ROUNDS ?= 3
 
 export CGO_ENABLED := 1
 
@@ -48,7 +49,7 @@ fuzz:
 # roce vs 5tswap), then the per-packet Go benchmarks. Not a test: no
 # thresholds, figures to read.
 bench: build
-	@bash scripts/bench.sh $(BIN) $(BENCH_SECONDS)
+	@bash scripts/bench.sh $(BIN) $(BENCH_SECONDS) $(BENCH_ROUNDS)
 	@echo
 	$(GO) test -run '^$$' -bench 'Classify|ICRC|Stage|Observe' -benchtime 2s ./roce ./rocestats ./qpstats
 	@echo

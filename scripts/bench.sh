@@ -6,10 +6,11 @@
 #   testpmd 5tswap  vs roce-fwd roce  (goal: ratio >= 0.90; both parse L2-L4)
 #   testpmd 5tswap  vs roce-fwd roce + QoS, nvidia-roce preset, unshaped
 #                                     (goal: ratio >= 0.80)
-#   bench.sh BINARY SECONDS
+#   bench.sh BINARY SECONDS ROUNDS
 set -euo pipefail
 bin=${1:-bin/roce-fwd}
 secs=${2:-10}
+rounds=${3:-3}
 work=$(mktemp -d /tmp/roce-fwd-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -66,29 +67,46 @@ TOML
 }
 
 row() { printf '%-24s %9s   %s\n' "$@"; }
-ratio() { python3 -c "print('%.3f' % ($1 / $2) if $2 > 0 else 'n/a')"; }
+median() { python3 -c 'import statistics,sys; print(sys.argv[1] % statistics.median(float(v) for v in sys.argv[2:]))' "$@"; }
+ratio() { python3 -c "print('%.3f' % ($1 / $2) if $2 > 0 else '0')"; }
 
-echo "forwarding for ${secs}s each on the same net_pcap -> net_null vdevs, lcore 1, burst 32 ..."
-tp_io=$(testpmd io)
-read -r rf_io rf_io_cpp <<<"$(rocefwd io)"
-tp_5t=$(testpmd 5tswap)
-read -r rf_roce rf_roce_cpp <<<"$(rocefwd roce)"
-read -r rf_qos rf_qos_cpp <<<"$(rocefwd roce "$(printf '[qos]\npreset = "nvidia-roce"')")"
-for v in "$tp_io" "$tp_5t"; do
-	if [ "$v" = "0" ]; then
-		echo "testpmd printed no rate; its logs are in $work" >&2
-		trap - EXIT
-		exit 1
-	fi
+# The host's speed drifts over minutes on a shared machine, so the pairs
+# run in rounds, each side of a pair a few seconds apart, and what is
+# reported is the median over the rounds: of the rates, and of each
+# round's own ratio.
+echo "forwarding for ${secs}s per run on the same net_pcap -> net_null vdevs, lcore 1, burst 32, $rounds rounds ..."
+declare -A all
+for r in $(seq "$rounds"); do
+	tp_io=$(testpmd io)
+	read -r rf_io rf_io_cpp <<<"$(rocefwd io)"
+	tp_5t=$(testpmd 5tswap)
+	read -r rf_roce rf_roce_cpp <<<"$(rocefwd roce)"
+	read -r rf_qos rf_qos_cpp <<<"$(rocefwd roce "$(printf '[qos]\npreset = "nvidia-roce"')")"
+	for v in "$tp_io" "$tp_5t"; do
+		if [ "$v" = "0" ]; then
+			echo "testpmd printed no rate; its logs are in $work" >&2
+			trap - EXIT
+			exit 1
+		fi
+	done
+	all[tp_io]+=" $tp_io"; all[rf_io]+=" $rf_io"; all[tp_5t]+=" $tp_5t"
+	all[rf_roce]+=" $rf_roce"; all[rf_qos]+=" $rf_qos"
+	all[io_cpp]+=" $rf_io_cpp"; all[roce_cpp]+=" $rf_roce_cpp"; all[qos_cpp]+=" $rf_qos_cpp"
+	all[r_io]+=" $(ratio "$rf_io" "$tp_io")"
+	all[r_roce]+=" $(ratio "$rf_roce" "$tp_5t")"
+	all[r_qos]+=" $(ratio "$rf_qos" "$tp_5t")"
+	echo "round $r: io $(ratio "$rf_io" "$tp_io"), roce $(ratio "$rf_roce" "$tp_5t"), roce + QoS $(ratio "$rf_qos" "$tp_5t")"
 done
 
+m() { median %.3f ${all[$1]}; }
+m1() { median %.1f ${all[$1]}; }
 echo
-row "forwarder" "Mpps" ""
-row "dpdk-testpmd io" "$tp_io" ""
-row "roce-fwd io" "$rf_io" "$rf_io_cpp cycles/packet"
-row "  ratio" "$(ratio "$rf_io" "$tp_io")" "goal >= 0.95"
-row "dpdk-testpmd 5tswap" "$tp_5t" ""
-row "roce-fwd roce" "$rf_roce" "$rf_roce_cpp cycles/packet (classify, count, per-QP table)"
-row "  ratio" "$(ratio "$rf_roce" "$tp_5t")" "goal >= 0.90"
-row "roce-fwd roce + QoS" "$rf_qos" "$rf_qos_cpp cycles/packet (nvidia-roce preset, unshaped)"
-row "  ratio" "$(ratio "$rf_qos" "$tp_5t")" "goal >= 0.80"
+row "forwarder (median)" "Mpps" ""
+row "dpdk-testpmd io" "$(m tp_io)" ""
+row "roce-fwd io" "$(m rf_io)" "$(m1 io_cpp) cycles/packet"
+row "  ratio" "$(m r_io)" "goal >= 0.95  (rounds:${all[r_io]})"
+row "dpdk-testpmd 5tswap" "$(m tp_5t)" ""
+row "roce-fwd roce" "$(m rf_roce)" "$(m1 roce_cpp) cycles/packet (classify, count, per-QP table)"
+row "  ratio" "$(m r_roce)" "goal >= 0.90  (rounds:${all[r_roce]})"
+row "roce-fwd roce + QoS" "$(m rf_qos)" "$(m1 qos_cpp) cycles/packet (nvidia-roce preset, unshaped)"
+row "  ratio" "$(m r_qos)" "goal >= 0.80  (rounds:${all[r_qos]})"
