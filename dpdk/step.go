@@ -32,7 +32,7 @@ func (s *Step) Capacity() int { return len(s.rx) }
 // TxQueue collects packets for one (port, tx queue) until the next Run.
 type TxQueue struct {
 	c     *C.struct_rf_txq
-	pkts  []*Mbuf // view of c.pkts
+	pkts  []uintptr // view of c.pkts; addresses, so that a push has no GC write barrier (mbufs are not Go memory)
 	n     int
 	Port  uint16
 	Queue uint16
@@ -97,7 +97,7 @@ func NewStep(burst, maxBursts, socket int, rxs, txs []Queue, txRetries int) (*St
 		cq[i].pkts = (**C.struct_rte_mbuf)(pk)
 		cq[i].port = C.uint16_t(t.Port)
 		cq[i].queue = C.uint16_t(t.Queue)
-		s.Txq[i] = TxQueue{c: &cq[i], pkts: unsafe.Slice((**Mbuf)(pk), per), Port: t.Port, Queue: t.Queue}
+		s.Txq[i] = TxQueue{c: &cq[i], pkts: unsafe.Slice((*uintptr)(pk), per), Port: t.Port, Queue: t.Queue}
 	}
 	return s, nil
 }
@@ -109,7 +109,7 @@ func (s *Step) Free() {
 	}
 	for i := range s.Txq {
 		t := &s.Txq[i]
-		FreeMbufs(t.pkts[:t.n])
+		FreeMbufs(unsafe.Slice((**Mbuf)(unsafe.Pointer(&t.pkts[0])), t.n))
 		t.n = 0
 	}
 	FreeMbufs(s.drop[:s.ndrop])
@@ -161,7 +161,7 @@ func (s *Step) TSC() uint64 { return uint64(s.c.tsc) }
 // Push queues m for transmission at the next Run. A queue holds what one
 // Run can receive; the caller never queues more packets than it received.
 func (t *TxQueue) Push(m *Mbuf) {
-	t.pkts[t.n] = m
+	t.pkts[t.n] = uintptr(unsafe.Pointer(m))
 	t.n++
 }
 
