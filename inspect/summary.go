@@ -22,11 +22,11 @@ func (s *Summary) WriteText(w io.Writer, topN int) {
 	c := &s.Counters
 	fmt.Fprintf(w, "%s\n", s.File)
 	fmt.Fprintf(w, "  frames %d (%d bytes); RoCEv2 %d (%s; IPv4 %d, IPv6 %d); other %d; malformed %d\n",
-		c.Frames(), c.Bytes, c.RoCE, pct(c.RoCE, c.Frames()), c.IPv4(), c.IPv6, c.Other, c.MalformedTotal())
-	if c.RoCE > 0 {
+		c.Frames(), c.Bytes(), c.RoCE(), pct(c.RoCE(), c.Frames()), c.IPv4(), c.IPv6, c.Other, c.MalformedTotal())
+	if c.RoCE() > 0 {
 		fmt.Fprintf(w, "  ICRC: %d ok, %d bad\n", c.ICRCOK, c.ICRCBad)
 		fmt.Fprintf(w, "  ECN: not-ECT %d, ECT(1) %d, ECT(0) %d, CE %d (CE ratio %s)\n",
-			c.ECN[0], c.ECN[1], c.ECN[2], c.ECN[3], pct(c.ECN[3], c.RoCE))
+			c.ECN[0], c.ECN[1], c.ECN[2], c.ECN[3], pct(c.ECN[3], c.RoCE()))
 		fmt.Fprintf(w, "  CNPs: %d\n", c.CNPs())
 		fmt.Fprintf(w, "  opcodes:\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

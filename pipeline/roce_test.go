@@ -101,7 +101,7 @@ func testRoCEPollAllocs(t *testing.T, tune ...func(*Spec)) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per poll", allocs)
 	}
-	if c := p.RoCEByPort()[uint16(set.Ports[0].ID)]; c == nil || c.RoCE < 2000*32*8/10 {
+	if c := p.RoCEByPort()[uint16(set.Ports[0].ID)]; c == nil || c.RoCE() < 2000*32*8/10 {
 		t.Errorf("RoCE frames counted: %+v", c)
 	}
 	closeRing(t, p, set)

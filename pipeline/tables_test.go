@@ -112,7 +112,7 @@ func TestSetModeAndResetQP(t *testing.T) {
 		t.Error("mode changed while forwarding")
 	}
 	waitPackets(t, p, 10_000)
-	if c := p.RoCEByPort()[id]; c == nil || c.RoCE == 0 {
+	if c := p.RoCEByPort()[id]; c == nil || c.RoCE() == 0 {
 		t.Fatalf("roce mode counted %+v", c)
 	}
 	if flows, _ := p.QPFlows(); len(flows) == 0 {

@@ -25,7 +25,7 @@ type Report struct {
 // Report converts the counters, naming opcodes, ECN codepoints and
 // malformed reasons; zero opcodes and reasons are left out.
 func (c *Counters) Report() Report {
-	r := Report{Frames: c.Frames(), Bytes: c.Bytes, RoCE: c.RoCE, RoCEBytes: c.RoCEBytes, Other: c.Other,
+	r := Report{Frames: c.Frames(), Bytes: c.Bytes(), RoCE: c.RoCE(), RoCEBytes: c.RoCEBytes, Other: c.Other,
 		IPv4: c.IPv4(), IPv6: c.IPv6, CNPs: c.CNPs(), ICRCOK: c.ICRCOK, ICRCBad: c.ICRCBad, PFC: c.PFC, Pause: c.Pause,
 		TC: c.TC, ECN: map[string]uint64{}, Malformed: map[string]uint64{}, Opcodes: map[string]uint64{}}
 	for i, n := range c.ECN {

@@ -12,23 +12,22 @@ import (
 
 // Counters for one port (or one capture). Plain fields: one writer.
 type Counters struct {
-	Bytes     uint64 // of every frame
-	RoCE      uint64
-	RoCEBytes uint64
-	Other     uint64      // well-formed frames that are not RoCEv2
-	IPv6      uint64      // RoCEv2 over IPv6
-	Opcodes   [256]uint64 // RoCEv2 frames by BTH opcode
-	ECN       [4]uint64   // RoCEv2 frames by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE
-	ICRCOK    uint64
-	ICRCBad   uint64
-	Malformed [roce.NumReasons]uint64 // by reason; ICRC failures are in ICRCBad
-	PFC       uint64
-	Pause     uint64
-	TC        [8]uint64 // every frame by traffic class
+	RoCEBytes  uint64
+	OtherBytes uint64      // of every frame that is not RoCEv2, malformed ones included
+	Other      uint64      // well-formed frames that are not RoCEv2
+	IPv6       uint64      // RoCEv2 over IPv6
+	Opcodes    [256]uint64 // RoCEv2 frames by BTH opcode
+	ECN        [4]uint64   // RoCEv2 frames by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE
+	ICRCOK     uint64
+	ICRCBad    uint64
+	Malformed  [roce.NumReasons]uint64 // by reason; ICRC failures are in ICRCBad
+	PFC        uint64
+	Pause      uint64
+	TC         [8]uint64 // every frame by traffic class
 }
 
 // Add counts one classified frame of frameLen bytes. What can be derived
-// (frames, IPv4, CNPs) is derived when read.
+// (frames, RoCEv2 frames, bytes, IPv4, CNPs) is derived when read.
 func (c *Counters) Add(frame []byte, r *roce.Result, frameLen int) {
 	switch {
 	case r.RoCE && r.Err == roce.ReasonNone:
@@ -39,7 +38,7 @@ func (c *Counters) Add(frame []byte, r *roce.Result, frameLen int) {
 		c.AddRoCE(r, frameLen) // r.ICRC is bad: ICRCOK stays
 		return
 	}
-	c.Bytes += uint64(frameLen)
+	c.OtherBytes += uint64(frameLen)
 	c.TC[r.TC&7]++
 	switch {
 	case r.Err != roce.ReasonNone:
@@ -60,10 +59,7 @@ func (c *Counters) Add(frame []byte, r *roce.Result, frameLen int) {
 // case: small enough for the compiler to inline into the data path's
 // loop, where a call would cost as much as the counting.
 func (c *Counters) AddRoCE(r *roce.Result, frameLen int) {
-	n := uint64(frameLen)
-	c.Bytes += n
-	c.RoCEBytes += n
-	c.RoCE++
+	c.RoCEBytes += uint64(frameLen)
 	c.TC[r.TC&7]++
 	c.Opcodes[r.Opcode]++
 	c.ECN[r.ECN&3]++
@@ -75,11 +71,23 @@ func (c *Counters) AddRoCE(r *roce.Result, frameLen int) {
 	}
 }
 
+// RoCE is the RoCEv2 frames: each is counted under its opcode.
+func (c *Counters) RoCE() uint64 {
+	var n uint64
+	for _, v := range c.Opcodes {
+		n += v
+	}
+	return n
+}
+
+// Bytes is the bytes of every frame counted.
+func (c *Counters) Bytes() uint64 { return c.RoCEBytes + c.OtherBytes }
+
 // Frames is every frame counted: each is RoCEv2, other, or malformed.
-func (c *Counters) Frames() uint64 { return c.RoCE + c.Other + c.MalformedTotal() }
+func (c *Counters) Frames() uint64 { return c.RoCE() + c.Other + c.MalformedTotal() }
 
 // IPv4 is the RoCEv2 frames over IPv4.
-func (c *Counters) IPv4() uint64 { return c.RoCE - c.IPv6 }
+func (c *Counters) IPv4() uint64 { return c.RoCE() - c.IPv6 }
 
 // CNPs is the RoCEv2 congestion notification packets (opcode 0x81).
 func (c *Counters) CNPs() uint64 { return c.Opcodes[roce.OpCNP] }
@@ -102,9 +110,8 @@ func (c *Counters) Sub(o *Counters) { c.each(o, func(a *uint64, b uint64) { *a -
 
 // each calls f on every counter of c with the same counter of o.
 func (c *Counters) each(o *Counters, f func(a *uint64, b uint64)) {
-	f(&c.Bytes, o.Bytes)
-	f(&c.RoCE, o.RoCE)
 	f(&c.RoCEBytes, o.RoCEBytes)
+	f(&c.OtherBytes, o.OtherBytes)
 	f(&c.Other, o.Other)
 	f(&c.IPv6, o.IPv6)
 	for i := range c.Opcodes {

@@ -14,13 +14,15 @@ func TestAddCountsTheDemoMix(t *testing.T) {
 	m := roce.DefaultTCMap()
 	var c Counters
 	var r roce.Result
-	var wantRoCE, wantCNP, wantOther uint64
+	var wantRoCE, wantCNP, wantOther, wantBytes, wantRoCEBytes uint64
 	for _, f := range frames {
 		roce.Classify(f, &m, true, &r)
 		c.Add(f, &r, len(f))
+		wantBytes += uint64(len(f))
 		switch {
 		case r.RoCE && r.Err == roce.ReasonNone:
 			wantRoCE++
+			wantRoCEBytes += uint64(len(f))
 			if r.CNP {
 				wantCNP++
 			}
@@ -28,18 +30,14 @@ func TestAddCountsTheDemoMix(t *testing.T) {
 			wantOther++
 		}
 	}
-	if c.Frames() != uint64(len(frames)) || c.RoCE != wantRoCE || c.CNPs() != wantCNP || c.Other != wantOther {
+	if c.Frames() != uint64(len(frames)) || c.RoCE() != wantRoCE || c.CNPs() != wantCNP || c.Other != wantOther {
 		t.Errorf("counters %+v, want roce %d cnp %d other %d", c.Report(), wantRoCE, wantCNP, wantOther)
 	}
 	if c.ICRCOK != wantRoCE || c.ICRCBad != 0 || c.ECN[2] != wantRoCE {
 		t.Errorf("icrc ok %d bad %d ect0 %d", c.ICRCOK, c.ICRCBad, c.ECN[2])
 	}
-	var sum uint64
-	for _, n := range c.Opcodes {
-		sum += n
-	}
-	if sum != c.RoCE {
-		t.Errorf("opcodes sum to %d, RoCE %d", sum, c.RoCE)
+	if c.Bytes() != wantBytes || c.RoCEBytes != wantRoCEBytes {
+		t.Errorf("bytes %d (roce %d), want %d (roce %d)", c.Bytes(), c.RoCEBytes, wantBytes, wantRoCEBytes)
 	}
 	rep := c.Report()
 	if rep.Opcodes["RC SEND Only"] != 1 || rep.Opcodes["CNP"] != 1 {
@@ -67,7 +65,7 @@ func TestBadICRCAndMalformed(t *testing.T) {
 	c.Add(f, &r, len(f))
 	roce.Classify(f[:20], &m, true, &r) // truncated IPv4
 	c.Add(f[:20], &r, 20)
-	if c.ICRCBad != 1 || c.RoCE != 1 || c.MalformedTotal() != 1 || c.Malformed[roce.ErrTruncatedIPv4] != 1 {
+	if c.ICRCBad != 1 || c.RoCE() != 1 || c.MalformedTotal() != 1 || c.Malformed[roce.ErrTruncatedIPv4] != 1 {
 		t.Errorf("%+v", c.Report())
 	}
 }
@@ -91,8 +89,8 @@ func TestPFCAndPauseCounted(t *testing.T) {
 		roce.Classify(f, &m, false, &r)
 		c.Add(f, &r, len(f))
 	}
-	if c.PFC != 1 || c.Pause != 1 || c.RoCE != 0 {
-		t.Errorf("pfc %d pause %d roce %d", c.PFC, c.Pause, c.RoCE)
+	if c.PFC != 1 || c.Pause != 1 || c.RoCE() != 0 {
+		t.Errorf("pfc %d pause %d roce %d", c.PFC, c.Pause, c.RoCE())
 	}
 }
 
