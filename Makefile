@@ -8,8 +8,8 @@ LDFLAGS := -X main.version=$(VERSION)
 # Seconds each fuzz target runs in `make test`.
 FUZZTIME ?= 10s
 # Seconds each run of `make bench` forwards, and how many rounds of runs.
-BENCH_SECONDS ?= 6
-BENCH_ROUNDS ?= 3
+BENCH_SECONDS ?= 5
+BENCH_ROUNDS ?= 5
 
 export CGO_ENABLED := 1
 

@@ -9,8 +9,8 @@
 #   bench.sh BINARY SECONDS ROUNDS
 set -euo pipefail
 bin=${1:-bin/roce-fwd}
-secs=${2:-10}
-rounds=${3:-3}
+secs=${2:-5}
+rounds=${3:-5}
 work=$(mktemp -d /tmp/roce-fwd-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
@@ -18,6 +18,17 @@ trap 'rm -rf "$work"' EXIT
 eal=(--no-huge -m 1024 --no-pci --no-shconf -l 0-1)
 src="net_pcap0,rx_pcap=$work/roce.pcap,infinite_rx=1"
 dst="net_null0,no-rx=1"
+
+# rxpps LOG TRIM: the median of port 0's per-second Rx-pps in a log of
+# testpmd's or roce-fwd's periodic statistics (the same line in both),
+# leaving out TRIM values at each end. Both sides are measured alike, and
+# a median second is not moved by a second the host stalled the VM.
+rxpps() {
+	awk -v trim="$2" '{ for (i = 1; i < NF; i++) if ($i == "Rx-pps:") { port++; if (port % 2 == 1 && $(i+1) > 0) v[++n] = $(i+1) } }
+		END { for (i = 1 + trim; i <= n - trim; i++) print v[i] }' "$1" | sort -n |
+		awk '{ v[NR] = $1 } END { if (!NR) { print "0"; exit }
+		      m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.3f", m / 1e6 }'
+}
 
 # testpmd MODE: per-second Rx-pps of port 0, without the first and last
 # (partial) seconds. testpmd needs a few seconds to set up --no-huge memory
@@ -29,14 +40,13 @@ testpmd() {
 		--vdev "$src" --vdev "$dst" -- --forward-mode="$1" --port-topology=chained --nb-cores=1 \
 		--burst=32 --total-num-mbufs=16383 --stats-period 1 \
 		< <(sleep $((secs + 30))) >"$log" 2>&1 || true
-	awk '/Rx-pps:/ { port++; if (port % 2 == 1 && $2 > 0) { n++; v[n] = $2 } }
-		END { s = 0; c = 0; for (i = 2; i < n; i++) { s += v[i]; c++ }
-		      if (c) printf "%.3f", s / c / 1e6; else print "0" }' "$log"
+	rxpps "$log" 1
 }
 
-# rocefwd MODE [EXTRA-TOML]: the lcore's packets over the forwarding time. It polls the
-# same two streams testpmd's chained topology does: src -> dst, and the
-# empty dst -> src.
+# rocefwd MODE [EXTRA-TOML]: per-second Rx-pps of port 0 (each a whole
+# second: the first report has no rate), and the lcore's cycles per
+# packet. It polls the same two streams testpmd's chained topology does:
+# src -> dst, and the empty dst -> src.
 rocefwd() {
 	cat >"$work/bench-$1.toml" <<TOML
 [eal]
@@ -61,9 +71,10 @@ to = "src"
 ${2:-}
 TOML
 	local tag="$1${2:+-qos}"
-	"$bin" run --config "$work/bench-$1.toml" --duration "${secs}s" --stats-json "$work/rf-$tag.json" \
-		--log-level warn >"$work/roce-fwd-$tag.log" 2>&1
-	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); l=r["lcores"][0]; print("%.3f %.1f" % (l["mpps"], l["cycles_per_packet"]))' "$work/rf-$tag.json"
+	"$bin" run --config "$work/bench-$1.toml" --duration "${secs}s" --stats-period 1s \
+		--stats-json "$work/rf-$tag.json" --log-level warn >"$work/roce-fwd-$tag.log" 2>&1
+	echo "$(rxpps "$work/roce-fwd-$tag.log" 0)" \
+		"$(python3 -c 'import json,sys; print("%.1f" % json.load(open(sys.argv[1]))["lcores"][0]["cycles_per_packet"])' "$work/rf-$tag.json")"
 }
 
 row() { printf '%-24s %9s   %s\n' "$@"; }
