@@ -70,8 +70,7 @@ func (d *Daemon) qosSpec(set *ports.Set, sysRoot string) (*pipeline.QoSSpec, err
 		d.logPFC(res)
 		var mac roce.MAC
 		copy(mac[:], p.MAC)
-		spec.Ports[uint16(p.ID)] = pipeline.QoSPort{Config: qc, Speed: speed, SoftwarePFC: res.Mode == hwpfc.Software,
-			MAC: mac, Mode: res.Mode}
+		spec.Ports[uint16(p.ID)] = pipeline.QoSPort{Config: qc, Speed: speed, MAC: mac, Mode: res.Mode}
 		rate := "unlimited"
 		if qc.Rate != 0 {
 			rate = qos.FormatRate(qc.Rate)

@@ -126,7 +126,7 @@ func New(spec Spec) (*Pipeline, error) {
 		w := &Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, clock: newTSCClock()}
 		if spec.QoS != nil {
 			for _, rx := range ws.Rx {
-				if pfcOwner[rx.Port] == wi && spec.QoS.Ports[rx.Port].SoftwarePFC {
+				if qp := spec.QoS.Ports[rx.Port]; pfcOwner[rx.Port] == wi && qp.SoftwarePFC() {
 					shared[rx.Port].owner = w
 					addDest(rx.Port)
 				}

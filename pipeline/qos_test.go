@@ -20,7 +20,7 @@ func withQoSAt(cfg qos.Config, speed uint64) func(*Spec) {
 	return func(s *Spec) {
 		q := &QoSSpec{Ports: map[uint16]QoSPort{}}
 		for id := range s.Ports {
-			q.Ports[id] = QoSPort{Config: cfg, Speed: speed, SoftwarePFC: true, MAC: roce.MAC{2, 0, 0, 0, 0, byte(id)}, Mode: "software"}
+			q.Ports[id] = QoSPort{Config: cfg, Speed: speed, MAC: roce.MAC{2, 0, 0, 0, 0, byte(id)}, Mode: "software"}
 		}
 		s.QoS = q
 	}

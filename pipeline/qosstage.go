@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"roce-fwd/dpdk"
+	"roce-fwd/hwpfc"
 	"roce-fwd/qos"
 	"roce-fwd/roce"
 )
@@ -54,12 +55,14 @@ type QoSPort struct {
 	Config qos.Config // its egress queues, scheduler, shaper (Config.Rate) and PFC thresholds
 	// Speed is the link speed, in bits/s, that PFC quanta are timed at.
 	Speed uint64
-	// SoftwarePFC: roce-fwd sends this port's link partner XOFF/XON for
-	// the lossless priorities. Off when the NIC does PFC itself.
-	SoftwarePFC bool
-	MAC         roce.MAC // source address of the PFC frames
-	Mode        string   // "software", "hardware" or "kernel", for the stats
+	MAC   roce.MAC // source address of the PFC frames
+	Mode  string   // how PFC runs: hwpfc's "software", "hardware" or "kernel"
 }
+
+// SoftwarePFC reports whether roce-fwd sends this port's link partner
+// XOFF/XON for the lossless priorities (not when the NIC or the kernel
+// does PFC itself).
+func (p *QoSPort) SoftwarePFC() bool { return p.Mode == hwpfc.Software }
 
 // watchdogPeriod is how often the PFC watchdog samples: SONiC polls at
 // 100 ms for a 200 ms detection time; finer costs nothing here.
@@ -173,7 +176,7 @@ func (w *Worker) initQoS(spec *QoSSpec, shared map[uint16]*portShared, targets [
 	for j := range qs.in {
 		in := &qs.in[j]
 		pc := spec.Ports[in.port]
-		if !pc.SoftwarePFC || in.shared.owner != w || pc.Config.PFCPriorities() == 0 {
+		if !pc.SoftwarePFC() || in.shared.owner != w || pc.Config.PFCPriorities() == 0 {
 			continue
 		}
 		for k, t := range targets {
