@@ -1,7 +1,7 @@
 #!/bin/bash
 # Forwarding rate of roce-fwd against dpdk-testpmd on the same vdevs: a
 # net_pcap source replaying a small-frame RoCEv2 mix forever into a
-# net_null sink, one worker lcore each, burst 32. Two pairs:
+# net_null sink, one worker lcore each, burst 32. Three pairs:
 #   testpmd io      vs roce-fwd io    (goal: ratio >= 0.95)
 #   testpmd 5tswap  vs roce-fwd roce  (goal: ratio >= 0.90; both parse L2-L4)
 #   testpmd 5tswap  vs roce-fwd roce + QoS, nvidia-roce preset, unshaped
@@ -93,20 +93,20 @@ for r in $(seq "$rounds"); do
 	tp_5t=$(testpmd 5tswap)
 	read -r rf_roce rf_roce_cpp <<<"$(rocefwd roce)"
 	read -r rf_qos rf_qos_cpp <<<"$(rocefwd roce "$(printf '[qos]\npreset = "nvidia-roce"')")"
-	for v in "$tp_io" "$tp_5t"; do
-		if [ "$v" = "0" ]; then
-			echo "testpmd printed no rate; its logs are in $work" >&2
+	for v in "testpmd io:$tp_io" "roce-fwd io:$rf_io" "testpmd 5tswap:$tp_5t" \
+		"roce-fwd roce:$rf_roce" "roce-fwd roce + QoS:$rf_qos"; do
+		if [ "${v##*:}" = "0" ]; then
+			echo "${v%%:*} printed no rate; the logs are in $work" >&2
 			trap - EXIT
 			exit 1
 		fi
 	done
+	r_io=$(ratio "$rf_io" "$tp_io") r_roce=$(ratio "$rf_roce" "$tp_5t") r_qos=$(ratio "$rf_qos" "$tp_5t")
 	all[tp_io]+=" $tp_io"; all[rf_io]+=" $rf_io"; all[tp_5t]+=" $tp_5t"
 	all[rf_roce]+=" $rf_roce"; all[rf_qos]+=" $rf_qos"
 	all[io_cpp]+=" $rf_io_cpp"; all[roce_cpp]+=" $rf_roce_cpp"; all[qos_cpp]+=" $rf_qos_cpp"
-	all[r_io]+=" $(ratio "$rf_io" "$tp_io")"
-	all[r_roce]+=" $(ratio "$rf_roce" "$tp_5t")"
-	all[r_qos]+=" $(ratio "$rf_qos" "$tp_5t")"
-	echo "round $r: io $(ratio "$rf_io" "$tp_io"), roce $(ratio "$rf_roce" "$tp_5t"), roce + QoS $(ratio "$rf_qos" "$tp_5t")"
+	all[r_io]+=" $r_io"; all[r_roce]+=" $r_roce"; all[r_qos]+=" $r_qos"
+	echo "round $r: io $r_io, roce $r_roce, roce + QoS $r_qos"
 done
 
 m() { median %.3f ${all[$1]}; }
