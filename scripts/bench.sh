@@ -111,13 +111,20 @@ done
 
 m() { median %.3f ${all[$1]}; }
 m1() { median %.1f ${all[$1]}; }
+# best RF TP: the ratio of each side's fastest round. A busy host only ever
+# slows a run down, so the fastest rounds show what each program does when
+# left alone; a wide gap to the median says the host was busy.
+best() { python3 -c 'import sys; r, t = (max(map(float, a.split())) for a in sys.argv[1:]); print("%.3f" % (r / t))' "${all[$1]}" "${all[$2]}"; }
 echo
 row "forwarder (median)" "Mpps" ""
 row "dpdk-testpmd io" "$(m tp_io)" ""
 row "roce-fwd io" "$(m rf_io)" "$(m1 io_cpp) cycles/packet"
 row "  ratio" "$(m r_io)" "goal >= 0.95  (rounds:${all[r_io]})"
+row "  ratio of best rounds" "$(best rf_io tp_io)" ""
 row "dpdk-testpmd 5tswap" "$(m tp_5t)" ""
 row "roce-fwd roce" "$(m rf_roce)" "$(m1 roce_cpp) cycles/packet (classify, count, per-QP table)"
 row "  ratio" "$(m r_roce)" "goal >= 0.90  (rounds:${all[r_roce]})"
+row "  ratio of best rounds" "$(best rf_roce tp_5t)" ""
 row "roce-fwd roce + QoS" "$(m rf_qos)" "$(m1 qos_cpp) cycles/packet (nvidia-roce preset, unshaped)"
 row "  ratio" "$(m r_qos)" "goal >= 0.80  (rounds:${all[r_qos]})"
+row "  ratio of best rounds" "$(best rf_qos tp_5t)" ""
