@@ -147,6 +147,16 @@ type portRules struct {
 	meters    map[uint32]string
 }
 
+// onePerPort records rule i as the port's one preset of its kind in *at, or
+// reports the rule that already is.
+func onePerPort(c *checker, rp path, port, preset string, at *int, i int) {
+	if *at >= 0 {
+		c.errorf(rp.key("preset"), "port %q already has %s in offload.rule[%d]", port, preset, *at)
+		return
+	}
+	*at = i
+}
+
 func validateOffload(c *checker, cfg *Config) {
 	o := &cfg.Offload
 	p := root.key("offload")
@@ -269,11 +279,7 @@ func validatePreset(c *checker, rp path, r *OffloadRule, pt *Port, pr *portRules
 			c.errorf(rp.key("queue"), "%d is out of range: port %q has rx_queues = %d (queues 0..%d)", *r.Queue, pt.Name, pt.RxQueues, pt.RxQueues-1)
 		}
 		if pr != nil {
-			if pr.cnp >= 0 {
-				c.errorf(rp.key("preset"), "port %q already has cnp-queue in offload.rule[%d]", r.Port, pr.cnp)
-			} else {
-				pr.cnp = i
-			}
+			onePerPort(c, rp, r.Port, "cnp-queue", &pr.cnp, i)
 		}
 	case "mark-roce":
 		switch {
@@ -283,11 +289,7 @@ func validatePreset(c *checker, rp path, r *OffloadRule, pt *Port, pr *portRules
 			c.errorf(rp.key("mark"), "%d (%#x) is out of range 1..%#x (mlx5 marks are 24 bits, of which the top 16 values are reserved)", *r.Mark, *r.Mark, MaxOffloadMark)
 		}
 		if pr != nil {
-			if pr.mark >= 0 {
-				c.errorf(rp.key("preset"), "port %q already has mark-roce in offload.rule[%d]", r.Port, pr.mark)
-			} else {
-				pr.mark = i
-			}
+			onePerPort(c, rp, r.Port, "mark-roce", &pr.mark, i)
 		}
 	case "dscp-count":
 		if len(r.DSCP) == 0 {
