@@ -49,39 +49,3 @@ func BenchmarkCRCStdlib(b *testing.B) {
 		})
 	}
 }
-
-// classifyValue is the by-value alternative to Classify, kept to show why
-// Classify fills a caller's Result instead (BenchmarkClassifyByValue).
-func classifyValue(frame []byte, m *TCMap, verify bool) Result {
-	var r Result
-	if len(frame) > 0xffff {
-		frame = frame[:0xffff]
-	}
-	classify(frame, verify, &r)
-	r.TC = m.TC(&r)
-	return r
-}
-
-func BenchmarkClassifyByValue(b *testing.B) {
-	var frames [][]byte
-	for _, op := range []Opcode{OpRC | OpAck, OpRC | OpSendOnly, OpRC | OpReadRequest, OpCNP} {
-		s := FrameSpec{BTH: BTHFields{Opcode: op}, Payload: make([]byte, 8)}
-		f := make([]byte, s.Len())
-		s.Encode(f)
-		frames = append(frames, f)
-	}
-	m := DefaultTCMap()
-	b.Run("pointer", func(b *testing.B) {
-		var r Result
-		for i := 0; i < b.N; i++ {
-			Classify(frames[i&3], &m, false, &r)
-		}
-	})
-	b.Run("value", func(b *testing.B) {
-		var r Result
-		for i := 0; i < b.N; i++ {
-			r = classifyValue(frames[i&3], &m, false)
-		}
-		_ = r
-	})
-}
