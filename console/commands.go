@@ -714,7 +714,8 @@ func (s *Shell) showRoCEQP(w []string, jsonOut bool) (string, error) {
 		return asJSON(map[string]any{"qp_table": st, "flows": len(flows), "top": reps})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "QP tables: %d flows in %d slots, %d evictions, %d aged out; top %d by %s\n", len(flows), st.Slots, st.Evictions, st.Aged, len(reps), by)
+	fmt.Fprintf(&b, "QP tables: %d flows in %d slots (%d bytes each, %.1f MiB), %d evictions, %d aged out; top %d by %s\n",
+		len(flows), st.Slots, qpstats.SlotBytes, float64(st.Bytes)/(1<<20), st.Evictions, st.Aged, len(reps), by)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SRC\tDST\tQP\tPACKETS\tBYTES\tPSN-GAPS\tOUT-OF-ORDER\tNAKS\tRNR\tCNP\tCE")
 	for _, f := range reps {

@@ -21,6 +21,7 @@ import (
 	"roce-fwd/pcidev"
 	"roce-fwd/pipeline"
 	"roce-fwd/ports"
+	"roce-fwd/qpstats"
 )
 
 // MaxQueuesPerLcore is where placement starts warning that one lcore
@@ -125,11 +126,22 @@ func HasMemoryArg(args []string) bool {
 
 // Demands is what the config asks of each socket's memory, for the
 // hugepage plan. PCI ports' sockets come from sysfs since EAL is not up.
+// Which socket a worker lands on is decided after EAL starts, so every
+// socket with ports is counted as holding every worker's QP table, in any
+// mode (the console can switch to roce): on the safe side.
 func Demands(cfg *config.Config, sysRoot string) []hugepages.Demand {
 	all, _, _ := cfg.EAL.Lcores()
 	lcores := len(all)
 	if lcores == 0 {
 		lcores = runtime.NumCPU()
+	}
+	workers := len(cfg.Pipeline.Lcores)
+	if workers == 0 {
+		workers = max(lcores-1, 1)
+	}
+	var tables uint64
+	if cfg.RoCE.QPTable > 0 {
+		tables = uint64(workers) * uint64(qpstats.Footprint(cfg.RoCE.QPTable))
 	}
 	bySocket := map[int]*hugepages.Demand{}
 	for _, p := range cfg.Ports {
@@ -143,7 +155,7 @@ func Demands(cfg *config.Config, sysRoot string) []hugepages.Demand {
 		dm, ok := bySocket[s]
 		if !ok {
 			dm = &hugepages.Demand{Socket: s, Mbufs: cfg.Mempool.Mbufs, DataRoom: cfg.Mempool.DataRoom,
-				Cache: cfg.Mempool.Cache, Lcores: lcores}
+				Cache: cfg.Mempool.Cache, Lcores: lcores, TableBytes: tables}
 			bySocket[s] = dm
 		}
 		dm.RxDesc += p.RxQueues * p.RxDesc

@@ -9,6 +9,9 @@ type Demand struct {
 	Lcores   int // lcores that use the pool
 	RxDesc   int // summed over this socket's queues
 	TxDesc   int // summed over this socket's queues
+	// TableBytes is the workers' own tables on this socket (the per-QP
+	// tables), allocated from the same hugepage heap.
+	TableBytes uint64
 }
 
 const (
@@ -34,7 +37,7 @@ const (
 //	pool     = elements × element
 //	rings    = (RxDesc+TxDesc) × 64 B    64 B bounds mlx5, ionic and i40e
 //	         + pow2ceil(elements+1) × 8 B the mempool's own rte_ring
-//	total    = (pool + rings + 64 MiB EAL/ethdev memzones) × 1.25
+//	total    = (pool + rings + TableBytes + 64 MiB EAL/ethdev memzones) × 1.25
 //
 // The 25 % margin covers what the model leaves out: per-lcore cache
 // structures, memseg fragmentation, PMD-private allocations.
@@ -56,7 +59,7 @@ func variableBytes(d Demand) uint64 {
 	if n == 0 {
 		ring = 0
 	}
-	return n*elt + ring + (pos(d.RxDesc)+pos(d.TxDesc))*descBytes
+	return n*elt + ring + (pos(d.RxDesc)+pos(d.TxDesc))*descBytes + d.TableBytes
 }
 
 func finish(variable uint64) uint64 {

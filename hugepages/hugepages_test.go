@@ -180,6 +180,9 @@ func TestEstimate(t *testing.T) {
 	if Estimate(Demand{Mbufs: 1000}) != Estimate(Demand{Mbufs: 1000, DataRoom: 2176}) {
 		t.Error("DataRoom 0 is not RTE_MBUF_DEFAULT_BUF_SIZE")
 	}
+	if got, want := Estimate(Demand{Mbufs: 1000, TableBytes: 100 * mib})-Estimate(Demand{Mbufs: 1000}), uint64(125*mib); got != want {
+		t.Errorf("100 MiB of tables add %d bytes, want %d (with the margin)", got, want)
+	}
 	if Estimate(Demand{Mbufs: 1000, DataRoom: 9216}) <= Estimate(Demand{Mbufs: 1000}) {
 		t.Error("jumbo data room does not cost more")
 	}

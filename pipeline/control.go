@@ -16,7 +16,9 @@ func (p *Pipeline) SetMode(m Mode) error {
 	}
 	for _, w := range p.Workers {
 		if m == ModeRoCE && w.rs == nil {
-			w.initRoCE(&p.Spec.RoCE, len(w.rx))
+			if err := w.initRoCE(&p.Spec.RoCE, len(w.rx), p.Spec.rxBurst()); err != nil {
+				return err
+			}
 		}
 		w.mode = m
 	}

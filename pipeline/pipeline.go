@@ -136,7 +136,10 @@ func New(spec Spec) (*Pipeline, error) {
 		w.fs = newFlowStage(len(ws.Rx), len(dests), &spec.RoCE.TCMap)
 		w.macHdr = make([][12]byte, len(dests))
 		if spec.Mode == ModeRoCE {
-			w.initRoCE(&spec.RoCE, len(ws.Rx))
+			if err := w.initRoCE(&spec.RoCE, len(ws.Rx), spec.rxBurst()); err != nil {
+				p.Free()
+				return nil, fmt.Errorf("lcore %d: %w", ws.Lcore, err)
+			}
 		}
 		for i, d := range dests {
 			ps, ok := spec.Ports[d]
@@ -161,6 +164,9 @@ func New(spec Spec) (*Pipeline, error) {
 		}
 		step, err := dpdk.NewStep(spec.Burst, spec.MaxBursts, ws.Socket, rxs, targets, spec.TxRetries)
 		if err != nil {
+			if w.rs != nil {
+				w.rs.free()
+			}
 			p.Free()
 			return nil, fmt.Errorf("lcore %d: %w", ws.Lcore, err)
 		}
@@ -224,6 +230,9 @@ func (p *Pipeline) Stop() {
 	p.running = false
 }
 
+// rxBurst is the most packets one poll takes from one rx queue.
+func (s *Spec) rxBurst() int { return s.Burst * max(s.MaxBursts, 1) }
+
 // Running reports whether the workers are running.
 func (p *Pipeline) Running() bool { return p.running }
 
@@ -232,6 +241,9 @@ func (p *Pipeline) Free() {
 	for _, w := range p.Workers {
 		if w.qs != nil {
 			w.qs.free()
+		}
+		if w.rs != nil {
+			w.rs.free()
 		}
 		if w.step != nil {
 			w.step.Free()

@@ -1,9 +1,11 @@
 package pipeline
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"roce-fwd/dpdk"
 	"roce-fwd/qpstats"
@@ -12,45 +14,98 @@ import (
 )
 
 // roceStage is the "roce" mode's per-worker state: the classifier's
-// settings and scratch result, RoCE counters per rx queue, and the per-QP
-// table.
+// settings, a burst's results, RoCE counters per rx queue, and the per-QP
+// table with its memory.
 type roceStage struct {
 	tcmap         roce.TCMap
 	verifyICRC    bool
 	dropBadICRC   bool
 	dropMalformed bool
-	res           roce.Result
+	res           []roce.Result        // one per packet of a burst
+	gone          []bool               // the packet was dropped or consumed while classified
 	ports         []rocestats.Counters // per rx queue, in the worker's order
 	pub           []rocestats.Counters // published copy (snapshot handshake)
 	qp            *qpstats.Table
+	qpMem         unsafe.Pointer // DPDK memory holding qp
+	batch         *qpstats.Batch
 	qpSnap        qpSnapshot
 	qpReset       atomic.Bool // the control plane asks for an empty QP table
 }
 
-func (w *Worker) initRoCE(spec *RoCESpec, rxQueues int) {
+// initRoCE makes the roce stage for rxQueues rx queues and bursts of up to
+// burst packets. The QP table lives in DPDK memory on the worker's socket:
+// hugepages spare its random accesses the TLB misses of 4 KB pages.
+func (w *Worker) initRoCE(spec *RoCESpec, rxQueues, burst int) error {
 	rs := &roceStage{
 		tcmap:         spec.TCMap,
 		verifyICRC:    spec.VerifyICRC,
 		dropBadICRC:   spec.DropBadICRC,
 		dropMalformed: spec.DropMalformed,
+		res:           make([]roce.Result, burst),
+		gone:          make([]bool, burst),
 		ports:         make([]rocestats.Counters, rxQueues),
 		pub:           make([]rocestats.Counters, rxQueues),
 	}
 	if spec.QPTable > 0 {
-		rs.qp = qpstats.New(spec.QPTable, spec.QPMaxAge.Nanoseconds())
+		mem, err := dpdk.Zmalloc("the QP table", uintptr(qpstats.Footprint(spec.QPTable)), w.Socket)
+		if err != nil {
+			return fmt.Errorf("%w (qp_table = %d slots of %d bytes)", err, spec.QPTable, qpstats.SlotBytes)
+		}
+		rs.qpMem = mem
+		rs.qp = qpstats.NewAt(mem, spec.QPTable, spec.QPMaxAge.Nanoseconds())
+		rs.batch = qpstats.NewBatch(burst)
 		rs.qpSnap.buf = make([]qpstats.Entry, 0, rs.qp.Stats().Slots)
 	}
 	w.rs = rs
+	return nil
 }
 
-// roceBurst classifies, counts and forwards one rx queue's burst: through
-// the ports' flow tables if they have any, then into the egress port's
-// QoS queues when the QoS stage is on, else straight to its tx queue. PFC
-// and PAUSE frames are consumed.
+// free releases the QP table's memory.
+func (rs *roceStage) free() {
+	dpdk.FreeMem(rs.qpMem)
+	rs.qpMem, rs.qp = nil, nil
+}
+
+// roceBurst classifies, counts and forwards one rx queue's burst, in
+// passes over the whole burst so that the QP table's cache misses overlap
+// (qpstats: Stage, Find, Update):
+//
+//  1. classify every packet and count it; stage RoCE packets' QP lookups;
+//     drop or consume what is not forwarded;
+//  2. find every staged packet's QP slot, prefetching buckets and slots;
+//  3. count each staged packet into its slot, then send the packet on:
+//     through the ports' flow tables if they have any, then into the
+//     egress port's QoS queues when the QoS stage is on, else straight to
+//     its tx queue.
 func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 	rs := w.rs
 	st := &rs.ports[i]
-	r := &rs.res
+	res, gone := rs.res[:len(pkts)], rs.gone[:len(pkts)]
+	qp, batch := rs.qp, rs.batch
+	if qp != nil {
+		batch.Reset()
+	}
+	for j, m := range pkts {
+		frame := m.Data()
+		r := &res[j]
+		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
+		if r.RoCE && r.Err == roce.ReasonNone {
+			st.AddRoCE(r, m.PktLen())
+			gone[j] = false
+			if qp != nil {
+				qp.Stage(batch, frame, r)
+			}
+			continue
+		}
+		if r.Err == roce.ErrBadICRC && qp != nil {
+			qp.Stage(batch, frame, r)
+		}
+		gone[j] = !w.roceOther(i, m, frame, r)
+	}
+	if qp != nil {
+		qp.Find(batch, w.now)
+	}
+
 	txq := &w.step.Txq[tx]
 	fs := w.fs
 	flows, fin, fout := fs.active[i], fs.in[i], fs.out[tx]
@@ -58,19 +113,18 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 	if w.qs != nil {
 		eg = &w.qs.eg[tx]
 	}
-	for _, m := range pkts {
-		frame := m.Data()
-		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
+	k := 0 // staged packets counted so far
+	for j, m := range pkts {
+		r := &res[j]
 		n := m.PktLen()
-		if r.RoCE && r.Err == roce.ReasonNone {
-			st.AddRoCE(r, n)
-			if rs.qp != nil {
-				rs.qp.Observe(frame, r, n, w.now)
-			}
-		} else if !w.roceOther(i, m, frame, n) {
+		if qp != nil && r.RoCE && (r.Err == roce.ReasonNone || r.Err == roce.ErrBadICRC) {
+			qp.Update(batch, k, m.Data(), r, n, w.now)
+			k++
+		}
+		if gone[j] {
 			continue
 		}
-		if flows && !w.runFlows(m, frame, r, n, fin, fout, &rs.tcmap) {
+		if flows && !w.runFlows(m, m.Data(), r, n, fin, fout, &rs.tcmap) {
 			continue
 		}
 		if eg != nil {
@@ -81,7 +135,7 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 				txq.Push(m)
 				continue
 			}
-			w.qosEnqueue(i, tx, m, frame, r, n)
+			w.qosEnqueue(i, tx, m, m.Data(), r, n)
 			continue
 		}
 		txq.Push(m)
@@ -93,15 +147,11 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 // dropped if the config says so, and a PFC or PAUSE frame is consumed.
 // Tagged 0x8808 frames are forwarded, as in io and mac modes: MAC control
 // frames are never tagged.
-func (w *Worker) roceOther(i int, m *dpdk.Mbuf, frame []byte, n int) bool {
+func (w *Worker) roceOther(i int, m *dpdk.Mbuf, frame []byte, r *roce.Result) bool {
 	rs := w.rs
-	r := &rs.res
-	rs.ports[i].Add(frame, r, n)
+	rs.ports[i].Add(frame, r, m.PktLen())
 	switch {
 	case r.Err == roce.ErrBadICRC:
-		if rs.qp != nil {
-			rs.qp.Observe(frame, r, n, w.now)
-		}
 		if rs.dropBadICRC {
 			w.step.Drop(m)
 			w.c.drops[DropBadICRC]++

@@ -12,12 +12,28 @@
 // one is out of order (a retransmission or reordering). A READ request
 // consumes one PSN per response packet, which depends on the path MTU, so
 // after a READ request any forward PSN is accepted as in order.
+//
+// The table is built for thousands of QPs per worker, whose entries do not
+// fit in the CPU's caches. A burst is looked up in three passes (Stage,
+// Find, Update) so that the cache misses of a whole burst overlap: Stage
+// hashes every packet's key, Find prefetches the keys' buckets and then
+// picks each packet's slot from its bucket alone and prefetches the slots,
+// Update counts each packet into its slot. A bucket is one cache line of
+// eight signatures and coarse last-seen times, so a lookup, an insertion
+// and the choice of a victim read one line, never the slots themselves.
+// What every packet updates sits in a slot's two adjacent lines; what only
+// NAKs, PSN gaps and insertions touch is kept apart. The memory can come
+// from the caller (DPDK's hugepage heap on the worker's socket: no TLB
+// misses on 4 KB pages, invisible to the Go garbage collector).
 package qpstats
 
 import (
 	"encoding/binary"
 	"math/bits"
 	"net/netip"
+	"unsafe"
+
+	"roce-fwd/prefetch"
 
 	"roce-fwd/roce"
 )
@@ -82,7 +98,6 @@ type Counters struct {
 	Mix         [NumClasses]uint64
 	ExpectedPSN uint32 // next PSN in order, valid when PSNKnown
 	PSNKnown    bool
-	afterRead   bool // the last request was a READ: any forward PSN is in order
 	OutOfOrder  uint64
 	Gaps        uint64 // times the PSN jumped forward
 	GapPSNs     uint64 // PSNs skipped over by those jumps
@@ -112,11 +127,9 @@ func (c *Counters) NAKTotal() uint64 {
 	return n
 }
 
-// Entry is one slot of the table. used sits by the key: a probe reads
-// both, from one cache line.
+// Entry is one flow as the table reports it, assembled from its slot.
 type Entry struct {
 	Key
-	used bool
 	Counters
 }
 
@@ -124,120 +137,389 @@ type Entry struct {
 type TableStats struct {
 	Slots     int
 	Used      int
-	Inserts   uint64
-	Evictions uint64 // a live entry pushed out because its probe window was full
-	Aged      uint64 // an idle entry reused after MaxAge
+	Bytes     int    // memory the table occupies
+	Inserts   uint64 // flows added
+	Evictions uint64 // a live flow pushed out because its bucket was full
+	Aged      uint64 // an idle flow's slot reused after MaxAge
 }
 
-// probeWindow is how many slots a key may occupy from its hash.
-const probeWindow = 8
+// ways is the number of slots of a bucket.
+const ways = 8
 
-// Table is one worker's QP table. Only its worker calls Observe.
+// bucket is one cache line: the signatures of its slots (0: free) and the
+// coarse time of each slot's last packet. A lookup, an insertion and the
+// choice of a victim read it alone.
+type bucket struct {
+	sig [ways]uint32
+	age [ways]uint32 // now >> ageShift, compared modulo 2^32
+}
+
+// ageShift makes bucket times units of 2^20 ns (about a millisecond):
+// fine enough to pick the least recently seen flow, and 32 bits of them
+// last 52 days.
+const ageShift = 20
+
+// slot is what every packet of a flow touches: the key and PSN state in
+// its first cache line, the opcode mix in the second.
+type slot struct {
+	src, dst [2]uint64
+	qp       uint32
+	psn      uint32 // the expected PSN, with psnKnown and psnAfterRead
+	bytes    uint64
+	lastSeen int64
+	ce       uint64
+	mix      [NumClasses]uint64
+}
+
+const (
+	psnMask      = 0xffffff
+	psnKnown     = 1 << 31
+	psnAfterRead = 1 << 30 // the last request was a READ: any forward PSN is in order
+)
+
+// cold is what only insertions, NAKs and PSN anomalies touch.
+type cold struct {
+	firstSeen  int64
+	outOfOrder uint64
+	gaps       uint64
+	gapPSNs    uint64
+	naks       [NumNAKs]uint64
+	rnrNAKs    uint64
+}
+
+// SlotBytes is the memory of one slot: its share of a bucket, its hot
+// lines and its cold part.
+const SlotBytes = int(unsafe.Sizeof(bucket{}))/ways + int(unsafe.Sizeof(slot{})) + int(unsafe.Sizeof(cold{}))
+
+// slotAlign keeps a slot's two lines in one 128-byte block, which the
+// CPU's adjacent-line prefetcher fetches together.
+const slotAlign = 128
+
+// Table is one worker's QP table. Only its worker calls Stage, Find,
+// Update and Observe.
 type Table struct {
-	last   *Entry // entry of the previous packet
-	slots  []Entry
-	mask   uint32
-	maxAge int64 // ns; 0: entries never age
-	stats  TableStats
+	buckets []bucket
+	slots   []slot
+	cold    []cold
+	bmask   uint32
+	maxAge  uint32 // in bucket time units; 0: flows never age
+	stats   TableStats
+	one     Batch // Observe's batch of one
 }
 
-// New makes a table of at least n slots (rounded up to a power of two),
-// whose entries idle for maxAgeNS nanoseconds may be reused.
-func New(n int, maxAgeNS int64) *Table {
-	size := 16
-	for size < n {
-		size <<= 1
+// size is the number of slots a table of at least n slots has: a power
+// of two, at least two buckets.
+func size(n int) int {
+	s := 2 * ways
+	for s < n {
+		s <<= 1
 	}
-	return &Table{slots: make([]Entry, size), mask: uint32(size - 1), maxAge: maxAgeNS,
-		stats: TableStats{Slots: size}}
+	return s
 }
+
+// Footprint is the memory, in bytes, NewAt needs for a table of at least n
+// slots.
+func Footprint(n int) int { return size(n)*SlotBytes + slotAlign }
+
+// New makes a table of at least n slots (rounded up to a power of two) in
+// Go memory, whose flows idle for maxAgeNS nanoseconds may be replaced.
+func New(n int, maxAgeNS int64) *Table {
+	mem := make([]byte, Footprint(n))
+	return NewAt(unsafe.Pointer(&mem[0]), n, maxAgeNS)
+}
+
+// NewAt makes a table of at least n slots in mem: Footprint(n) zeroed
+// bytes that stay put and are not freed while the table is in use (DPDK
+// memory on the worker's socket, for the data path).
+func NewAt(mem unsafe.Pointer, n int, maxAgeNS int64) *Table {
+	ns := size(n)
+	p := unsafe.Add(mem, (slotAlign-uintptr(mem)%slotAlign)%slotAlign)
+	t := &Table{bmask: uint32(ns/ways - 1)}
+	t.slots = unsafe.Slice((*slot)(p), ns)
+	p = unsafe.Add(p, uintptr(ns)*unsafe.Sizeof(slot{}))
+	t.buckets = unsafe.Slice((*bucket)(p), ns/ways)
+	p = unsafe.Add(p, uintptr(ns/ways)*unsafe.Sizeof(bucket{}))
+	t.cold = unsafe.Slice((*cold)(p), ns)
+	if maxAgeNS > 0 {
+		t.maxAge = uint32(max(1, min(maxAgeNS>>ageShift, 1<<31)))
+	}
+	t.stats = TableStats{Slots: ns, Bytes: ns * SlotBytes}
+	t.one = *NewBatch(1)
+	return t
+}
+
+// Batch is one burst's lookups, between Stage and Update.
+type Batch struct {
+	n       int
+	items   []item
+	buckets []uintptr // the items' bucket addresses, to prefetch
+	slots   []uintptr // the items' slot addresses, two lines each
+}
+
+// item is one packet's lookup: where its key hashes to and the slot Find
+// chose. The key itself is read again from the frame, which is in the
+// cache, rather than carried here.
+type item struct {
+	sig   uint32
+	bkt   uint32
+	slot  uint32
+	fresh bool // Find claimed the slot for this key: Update fills it in
+}
+
+// NewBatch makes a batch for up to n packets.
+func NewBatch(n int) *Batch {
+	return &Batch{items: make([]item, n), buckets: make([]uintptr, n), slots: make([]uintptr, 2*n)}
+}
+
+// Len is the number of packets staged since the last Reset.
+func (b *Batch) Len() int { return b.n }
+
+// Reset empties the batch for the next burst.
+func (b *Batch) Reset() { b.n = 0 }
 
 // v4mapped is the upper half of the low word of an IPv4-mapped address.
 const v4mapped = 0xffff << 32
 
-// addrWords reads the addresses as words. The data path keeps them in
-// registers: building a Key on the stack and copying it costs a
-// store-forwarding stall per packet (measured: a third of Observe).
-func addrWords(frame []byte, r *roce.Result) (s0, s1, d0, d1 uint64) {
+// words are a key's addresses as big-endian words, IPv4 as IPv4-mapped.
+type words struct{ s0, s1, d0, d1 uint64 }
+
+// addrWords reads the addresses as words.
+func addrWords(frame []byte, r *roce.Result) words {
 	l3 := int(r.L3)
 	if r.IPVersion == 4 {
 		// Source and destination are adjacent: one load for both.
 		a := binary.BigEndian.Uint64(frame[l3+12 : l3+20 : l3+20])
-		return 0, v4mapped | a>>32, 0, v4mapped | uint64(uint32(a))
+		return words{0, v4mapped | a>>32, 0, v4mapped | uint64(uint32(a))}
 	}
 	ip := frame[l3+8 : l3+40]
-	return binary.BigEndian.Uint64(ip), binary.BigEndian.Uint64(ip[8:]),
-		binary.BigEndian.Uint64(ip[16:]), binary.BigEndian.Uint64(ip[24:])
+	return words{binary.BigEndian.Uint64(ip), binary.BigEndian.Uint64(ip[8:]),
+		binary.BigEndian.Uint64(ip[16:]), binary.BigEndian.Uint64(ip[24:])}
 }
 
-// hash mixes a key into 32 bits with a single multiply on its critical
-// path: the words are folded (the destination rotated, so that a flow and
-// its reverse differ; the IPv6 upper words and the QP through multiplies
-// of their own, which run alongside), and the high half of the product
-// with an odd constant is kept (Fibonacci hashing). A probe runs on every
-// packet that is not of the previous packet's flow, so its latency counts.
-func hash(s0, s1, d0, d1 uint64, qp uint32) uint32 {
+// holds reports whether s is the flow of k and qp.
+func (s *slot) holds(k words, qp uint32) bool {
+	return s.qp == qp && s.src[1] == k.s1 && s.dst[1] == k.d1 && s.src[0] == k.s0 && s.dst[0] == k.d0
+}
+
+// hash folds a key into one word: the destination rotated, so that a flow
+// and its reverse differ, the IPv6 upper words and the QP through
+// multiplies of their own, which run alongside. The bucket and the
+// signature are the high halves of two products of it with odd constants
+// (Fibonacci hashing), independent of each other.
+func hash(k words, qp uint32) (bkt, sig uint32) {
+	s0, s1, d0, d1 := k.s0, k.s1, k.d0, k.d1
 	x := s1 ^ bits.RotateLeft64(d1, 32) ^ (s0^bits.RotateLeft64(d0, 16))*0xc2b2ae3d27d4eb4f ^
 		uint64(qp)*0x9e3779b97f4a7c15
-	return uint32(x * 0xbf58476d1ce4e5b9 >> 32)
+	return uint32(x * 0xbf58476d1ce4e5b9 >> 32), uint32(x*0x94d049bb133111eb>>32) | 1
 }
 
-// Observe counts one classified RoCE frame of frameLen bytes seen at now
-// (unix ns, one reading per burst is enough).
-func (t *Table) Observe(frame []byte, r *roce.Result, frameLen int, now int64) {
-	s0, s1, d0, d1 := addrWords(frame, r)
-	qp := r.DestQP
-	// RDMA sends runs of packets of one QP (a message of many MTUs), so
-	// the last entry found is tried before hashing. Checked here rather
-	// than in a function of its own (measured: the call cost more than the
-	// check).
-	e := t.last
-	if e == nil || e.QP != qp || e.Src[1] != s1 || e.Dst[1] != d1 || e.Src[0] != s0 || e.Dst[0] != d0 {
-		e = t.probe(s0, s1, d0, d1, qp, now)
-		t.last = e
+// Stage adds a classified RoCE frame to the batch: its key is read and
+// hashed. The batch must have room.
+func (t *Table) Stage(b *Batch, frame []byte, r *roce.Result) {
+	it := &b.items[b.n]
+	b.n++
+	bkt, sig := hash(addrWords(frame, r), r.DestQP)
+	it.bkt, it.sig = bkt&t.bmask, sig
+	b.buckets[b.n-1] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
+}
+
+// Find chooses every staged packet's slot from its bucket, claiming one
+// for a key the table does not hold, and starts loading the slots, so
+// that Update finds them in the cache. now is unix nanoseconds.
+func (t *Table) Find(b *Batch, now int64) {
+	n := b.n
+	if n == 0 {
+		return
 	}
-	c := &e.Counters
-	c.Bytes += uint64(frameLen)
-	c.LastSeen = now
+	prefetch.Lines(b.buckets[:n])
+	age := uint32(now >> ageShift)
+	items, slots := b.items[:n], b.slots[:2*n]
+	for i := range items {
+		it := &items[i]
+		bk := &t.buckets[it.bkt]
+		w, found := bk.find(it.sig)
+		if !found {
+			w = t.claim(bk, age, it.sig)
+		}
+		it.fresh = !found
+		bk.age[w] = age
+		it.slot = it.bkt*ways + uint32(w)
+		p := uintptr(unsafe.Pointer(&t.slots[it.slot]))
+		slots[2*i], slots[2*i+1] = p, p+64
+	}
+	prefetch.Lines(slots)
+}
+
+// find returns the first way holding sig.
+func (bk *bucket) find(sig uint32) (int, bool) {
+	for w := range bk.sig {
+		if bk.sig[w] == sig {
+			return w, true
+		}
+	}
+	return 0, false
+}
+
+// claim takes a way of bk for a new key: a free one, else the one idle
+// longest (counted as aged past MaxAge, else as an eviction). Only the
+// bucket is read.
+func (t *Table) claim(bk *bucket, age, sig uint32) int {
+	for w := range bk.sig {
+		if bk.sig[w] == 0 {
+			bk.sig[w] = sig
+			t.stats.Inserts++
+			t.stats.Used++
+			return w
+		}
+	}
+	victim, idle := 0, age-bk.age[0]
+	for w := 1; w < ways; w++ {
+		if d := age - bk.age[w]; d > idle {
+			victim, idle = w, d
+		}
+	}
+	if t.maxAge > 0 && idle > t.maxAge {
+		t.stats.Aged++
+	} else {
+		t.stats.Evictions++
+	}
+	t.stats.Inserts++
+	bk.sig[victim] = sig
+	return victim
+}
+
+// Update counts the k-th staged packet, frame classified as r and
+// frameLen bytes long, into its slot.
+func (t *Table) Update(b *Batch, k int, frame []byte, r *roce.Result, frameLen int, now int64) {
+	it := &b.items[k]
+	i := it.slot
+	s := &t.slots[i]
+	if key := addrWords(frame, r); it.fresh {
+		t.fill(i, key, r.DestQP, now)
+	} else if !s.holds(key, r.DestQP) {
+		i = t.resolve(it, key, r.DestQP, now) // another key with the same signature
+		s = &t.slots[i]
+	}
+	s.bytes += uint64(frameLen)
+	s.lastSeen = now
 	if r.ECN == 3 {
-		c.CE++
+		s.ce++
 	}
 	class := classOf[r.Opcode]
-	c.Mix[class&(NumClasses-1)]++ // the mask spares a bounds check
+	s.mix[class&(NumClasses-1)]++ // the mask spares a bounds check
 	switch {
 	case r.CNP:
 		return
 	case r.HasAETH && r.AETH.IsNAK():
-		c.NAKs[nakIndex(r.AETH.NAKCode())]++
+		t.cold[i].naks[nakIndex(r.AETH.NAKCode())]++
 	case r.HasAETH && r.AETH.IsRNRNAK():
-		c.RNRNAKs++
+		t.cold[i].rnrNAKs++
 	}
 	if class == ClassAck {
 		return // cumulative: no continuity to check
 	}
-	c.trackPSN(r.PSN, class == ClassReadRequest)
+	t.trackPSN(s, i, r.PSN, class == ClassReadRequest)
 }
 
-func (c *Counters) trackPSN(psn uint32, isRead bool) {
-	if c.PSNKnown {
+// fill makes slot i the flow of k and qp, first seen at now.
+func (t *Table) fill(i uint32, k words, qp uint32, now int64) {
+	t.slots[i] = slot{src: [2]uint64{k.s0, k.s1}, dst: [2]uint64{k.d0, k.d1}, qp: qp}
+	t.cold[i] = cold{firstSeen: now}
+}
+
+// resolve finds the key among the ways of its bucket with its signature,
+// or claims a way for it: the slow path of a signature collision.
+func (t *Table) resolve(it *item, k words, qp uint32, now int64) uint32 {
+	bk := &t.buckets[it.bkt]
+	age := uint32(now >> ageShift)
+	base := it.bkt * ways
+	for w := range bk.sig {
+		s := &t.slots[base+uint32(w)]
+		if bk.sig[w] == it.sig && s.holds(k, qp) {
+			bk.age[w] = age
+			return base + uint32(w)
+		}
+	}
+	w := t.claim(bk, age, it.sig)
+	bk.age[w] = age
+	t.fill(base+uint32(w), k, qp, now)
+	return base + uint32(w)
+}
+
+func (t *Table) trackPSN(s *slot, i uint32, psn uint32, isRead bool) {
+	read := uint32(0)
+	if isRead {
+		read = psnAfterRead
+	}
+	if st := s.psn; st&psnKnown != 0 {
 		// 24-bit serial arithmetic: differences in the upper half are "behind".
-		d := (psn - c.ExpectedPSN) & 0xffffff
+		d := (psn - st) & psnMask
 		switch {
 		case d == 0:
 		case d < 1<<23:
-			if !c.afterRead {
-				c.Gaps++
-				c.GapPSNs += uint64(d)
+			if st&psnAfterRead == 0 {
+				c := &t.cold[i]
+				c.gaps++
+				c.gapPSNs += uint64(d)
 			}
 		default:
-			c.OutOfOrder++
-			c.afterRead = isRead
-			return // do not move expectations back
+			t.cold[i].outOfOrder++
+			s.psn = st&^psnAfterRead | read // do not move expectations back
+			return
 		}
 	}
-	c.ExpectedPSN = (psn + 1) & 0xffffff
-	c.PSNKnown = true
-	c.afterRead = isRead
+	s.psn = (psn+1)&psnMask | psnKnown | read
+}
+
+// Observe counts one classified RoCE frame of frameLen bytes seen at now
+// (unix ns): the three passes for a batch of one, for callers that see
+// one frame at a time.
+func (t *Table) Observe(frame []byte, r *roce.Result, frameLen int, now int64) {
+	b := &t.one
+	b.Reset()
+	t.Stage(b, frame, r)
+	t.Find(b, now)
+	t.Update(b, 0, frame, r, frameLen, now)
+}
+
+// Stats reports the table's own counters.
+func (t *Table) Stats() TableStats { return t.stats }
+
+// entry assembles slot i's flow.
+func (t *Table) entry(i int) Entry {
+	s, c := &t.slots[i], &t.cold[i]
+	return Entry{Key: Key{Src: s.src, Dst: s.dst, QP: s.qp}, Counters: Counters{
+		Bytes: s.bytes, FirstSeen: c.firstSeen, LastSeen: s.lastSeen, Mix: s.mix,
+		ExpectedPSN: s.psn & psnMask, PSNKnown: s.psn&psnKnown != 0,
+		OutOfOrder: c.outOfOrder, Gaps: c.gaps, GapPSNs: c.gapPSNs, NAKs: c.naks, RNRNAKs: c.rnrNAKs, CE: s.ce}}
+}
+
+// CopyTo copies the flows into dst (reusing its storage) and returns it
+// with the table's stats.
+func (t *Table) CopyTo(dst []Entry) ([]Entry, TableStats) {
+	dst, _ = t.CopyChunk(dst[:0], 0, len(t.slots))
+	return dst, t.stats
+}
+
+// CopyChunk appends the flows among slots [from, from+n) to dst and
+// returns it with the next slot to copy (Slots when done), so a worker can
+// copy its table a little per burst instead of stalling for all of it.
+func (t *Table) CopyChunk(dst []Entry, from, n int) ([]Entry, int) {
+	end := min(from+n, len(t.slots))
+	for i := from; i < end; i++ {
+		if t.buckets[i/ways].sig[i%ways] != 0 {
+			dst = append(dst, t.entry(i))
+		}
+	}
+	return dst, end
+}
+
+// Reset empties the table and its counters.
+func (t *Table) Reset() {
+	clear(t.buckets)
+	clear(t.slots)
+	clear(t.cold)
+	t.stats = TableStats{Slots: len(t.slots), Bytes: t.stats.Bytes}
 }
 
 func nakIndex(code roce.NAKCode) int {
@@ -282,74 +564,3 @@ var classOf = func() (t [256]uint8) {
 	}
 	return t
 }()
-
-// probe returns the entry for a key, inserting it if needed.
-func (t *Table) probe(s0, s1, d0, d1 uint64, qp uint32, now int64) *Entry {
-	h := hash(s0, s1, d0, d1, qp)
-	var victim *Entry
-	for i := uint32(0); i < probeWindow; i++ {
-		e := &t.slots[(h+i)&t.mask]
-		if !e.used {
-			return t.insert(e, s0, s1, d0, d1, qp, now)
-		}
-		if e.QP == qp && e.Src[1] == s1 && e.Dst[1] == d1 && e.Src[0] == s0 && e.Dst[0] == d0 {
-			return e
-		}
-		if t.maxAge > 0 && now-e.LastSeen > t.maxAge {
-			t.stats.Aged++
-			t.stats.Used--
-			return t.insert(e, s0, s1, d0, d1, qp, now)
-		}
-		if victim == nil || e.LastSeen < victim.LastSeen {
-			victim = e
-		}
-	}
-	t.stats.Evictions++
-	t.stats.Used--
-	return t.insert(victim, s0, s1, d0, d1, qp, now)
-}
-
-func (t *Table) insert(e *Entry, s0, s1, d0, d1 uint64, qp uint32, now int64) *Entry {
-	*e = Entry{used: true}
-	e.Src, e.Dst, e.QP = [2]uint64{s0, s1}, [2]uint64{d0, d1}, qp
-	e.FirstSeen = now
-	t.stats.Inserts++
-	t.stats.Used++
-	return e
-}
-
-// Stats reports the table's own counters.
-func (t *Table) Stats() TableStats { return t.stats }
-
-// CopyTo copies the used entries into dst (reusing its storage) and
-// returns it with the table's stats; the worker calls it when the control
-// plane asks for a snapshot.
-func (t *Table) CopyTo(dst []Entry) ([]Entry, TableStats) {
-	dst = dst[:0]
-	for i := range t.slots {
-		if t.slots[i].used {
-			dst = append(dst, t.slots[i])
-		}
-	}
-	return dst, t.stats
-}
-
-// CopyChunk appends the used entries among slots [from, from+n) to dst and
-// returns it with the next slot to copy (Slots when done), so a worker can
-// copy its table a little per burst instead of stalling for all of it.
-func (t *Table) CopyChunk(dst []Entry, from, n int) ([]Entry, int) {
-	end := min(from+n, len(t.slots))
-	for i := from; i < end; i++ {
-		if t.slots[i].used {
-			dst = append(dst, t.slots[i])
-		}
-	}
-	return dst, end
-}
-
-// Reset empties the table and its counters.
-func (t *Table) Reset() {
-	t.last = nil
-	clear(t.slots)
-	t.stats = TableStats{Slots: len(t.slots)}
-}

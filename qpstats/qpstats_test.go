@@ -1,7 +1,10 @@
 package qpstats
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"roce-fwd/roce"
@@ -131,13 +134,14 @@ func TestAcksNAKsCNPsAndCE(t *testing.T) {
 }
 
 func TestEvictionAndAging(t *testing.T) {
-	tab := New(16, 100)
+	const ms = int64(1e6)
+	tab := New(16, 100*ms)
 	// More flows than slots: live ones are evicted, each counted.
 	for qp := uint32(0); qp < 40; qp++ {
-		observe(t, tab, int64(qp), pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly, psn: 1})
+		observe(t, tab, int64(qp)*ms, pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly, psn: 1})
 	}
 	st := tab.Stats()
-	if st.Inserts != 40 || st.Used > st.Slots || st.Evictions+st.Aged == 0 {
+	if st.Inserts != 40 || st.Used != st.Slots || st.Evictions != 40-16 || st.Aged != 0 {
 		t.Errorf("stats %+v", st)
 	}
 	if st.Used != int(st.Inserts-st.Evictions-st.Aged) {
@@ -146,11 +150,134 @@ func TestEvictionAndAging(t *testing.T) {
 	// Much later every entry is idle: new flows reuse slots as aged.
 	before := tab.Stats()
 	for qp := uint32(100); qp < 104; qp++ {
-		observe(t, tab, 10_000, pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly, psn: 1})
+		observe(t, tab, 10_000*ms, pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly, psn: 1})
 	}
 	after := tab.Stats()
-	if after.Evictions != before.Evictions || after.Aged-before.Aged == 0 {
+	if after.Evictions != before.Evictions || after.Aged-before.Aged != 4 || after.Used != after.Slots {
 		t.Errorf("aging: before %+v after %+v", before, after)
+	}
+}
+
+// A full bucket gives up the flow seen least recently, whichever way it
+// sits in, and keeps the others with their counts.
+func TestEvictionTakesLeastRecentlySeen(t *testing.T) {
+	const ms = int64(1e6)
+	tab := New(16, 0) // two buckets of eight
+	// Find nine flows of one bucket.
+	var same []pkt
+	var bkt0 uint32
+	for qp := uint32(0); len(same) < ways+1; qp++ {
+		p := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly, psn: 1}
+		f, r := frame(t, p)
+		b := NewBatch(1)
+		tab.Stage(b, f, &r)
+		if len(same) == 0 {
+			bkt0 = b.items[0].bkt
+		}
+		if b.items[0].bkt == bkt0 {
+			same = append(same, p)
+		}
+	}
+	for i, p := range same[:ways] {
+		observe(t, tab, int64(10+i)*ms, p)
+	}
+	observe(t, tab, 30*ms, same[0], same[1], same[3]) // seen again: same[2] is now the oldest
+	observe(t, tab, 40*ms, same[ways])
+	entries, st := tab.CopyTo(nil)
+	if st.Evictions != 1 || st.Used != ways+0 || len(entries) != ways {
+		t.Fatalf("stats %+v, %d entries", st, len(entries))
+	}
+	for _, e := range entries {
+		if e.QP == same[2].qp {
+			t.Errorf("QP %d, the least recently seen, was kept", e.QP)
+		}
+		want := uint64(1)
+		if e.QP == same[0].qp || e.QP == same[1].qp || e.QP == same[3].qp {
+			want = 2
+		}
+		if e.Packets() != want {
+			t.Errorf("QP %d: %d packets, want %d", e.QP, e.Packets(), want)
+		}
+	}
+}
+
+// A burst staged, found and updated as a batch ends in exactly the state
+// the same packets leave one at a time: new flows repeated within a
+// burst, flows evicting each other within a burst, PSNs and NAKs.
+func TestBatchEqualsOneAtATime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	type input struct {
+		f []byte
+		r roce.Result
+	}
+	var in []input
+	psn := map[uint32]uint32{}
+	for i := 0; i < 5000; i++ {
+		qp := uint32(rng.IntN(200)) // more flows than the table's 64 slots
+		op := []roce.Opcode{sendOnly, writeOnl, readReq, ack, cnp}[rng.IntN(5)]
+		p := pkt{src: "10.0.0.1", dst: "2.2.2.2", qp: qp, op: op, psn: psn[qp], ecn: uint8(rng.IntN(4))}
+		if rng.IntN(2) == 0 {
+			p.src, p.dst = "2001:db8::1", "2001:db8::2"
+		}
+		if op == ack && rng.IntN(4) == 0 {
+			p.syn = roce.SyndromeNAK(roce.NAKPSNSequenceError)
+		}
+		psn[qp] += uint32(1 + rng.IntN(2)) // sometimes a gap
+		if rng.IntN(20) == 0 {
+			psn[qp] -= 5 // sometimes behind
+		}
+		f, r := frame(t, p)
+		in = append(in, input{f, r})
+	}
+	const ms = int64(1e6)
+	one, batched := New(64, 50*ms), New(64, 50*ms)
+	b := NewBatch(64)
+	for i := 0; i < len(in); {
+		n := min(1+rng.IntN(64), len(in)-i)
+		now := int64(i) * ms / 10
+		b.Reset()
+		for _, p := range in[i : i+n] {
+			one.Observe(p.f, &p.r, len(p.f), now)
+			batched.Stage(b, p.f, &p.r)
+		}
+		batched.Find(b, now)
+		for k, p := range in[i : i+n] {
+			batched.Update(b, k, p.f, &p.r, len(p.f), now)
+		}
+		i += n
+	}
+	e1, s1 := one.CopyTo(nil)
+	e2, s2 := batched.CopyTo(nil)
+	if s1 != s2 || s1.Evictions == 0 {
+		t.Errorf("stats one at a time %+v, batched %+v", s1, s2)
+	}
+	if !slices.Equal(e1, e2) {
+		t.Errorf("tables differ:\n%+v\n%+v", e1, e2)
+	}
+}
+
+// Two keys with the same bucket and signature are told apart by the key
+// itself: each gets its own slot and counts.
+func TestSignatureCollision(t *testing.T) {
+	tab := New(64, 0)
+	fx, rx := frame(t, pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: 1, op: sendOnly, psn: 1})
+	fy, ry := frame(t, pkt{src: "10.0.0.3", dst: "10.0.0.4", qp: 2, op: sendOnly, psn: 7})
+	tab.Observe(fx, &rx, len(fx), 1)
+	b := NewBatch(2)
+	tab.Stage(b, fx, &rx)
+	tab.Stage(b, fy, &ry)
+	b.items[1].bkt, b.items[1].sig = b.items[0].bkt, b.items[0].sig // force the collision
+	tab.Find(b, 2)
+	tab.Update(b, 0, fx, &rx, len(fx), 2)
+	tab.Update(b, 1, fy, &ry, len(fy), 2)
+	entries, st := tab.CopyTo(nil)
+	if len(entries) != 2 || st.Used != 2 {
+		t.Fatalf("%d entries, stats %+v", len(entries), st)
+	}
+	for _, e := range entries {
+		if want := uint64(3 - e.QP); e.Packets() != want { // QP 1 twice, QP 2 once
+			t.Errorf("QP %d: %d packets, want %d", e.QP, e.Packets(), want)
+		}
 	}
 }
 
@@ -191,27 +318,58 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// BenchmarkObserve: "miss" cycles through 64 QPs, so every packet looks
-// its flow up in the table; "run" is one QP's run of packets, which the
-// previous packet's entry serves.
+// BenchmarkObserve: "run" is one QP's run of packets; "miss" cycles
+// through 64 QPs; "8k" and "64k" visit that many QPs in a shuffled order
+// with a table that holds them all (entries far out of the caches). Each
+// is measured one packet at a time (Observe) and a burst of 32 at a time
+// (Stage, Find, Update), as the data path does. The packets themselves
+// are 32 frames whose destination QP is rewritten before each use, so
+// they are in the cache, as a burst just received is.
 func BenchmarkObserve(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		qps  int
-	}{{"miss", 64}, {"run", 1}} {
-		b.Run(c.name, func(b *testing.B) {
-			tab := New(4096, 0)
-			frames := make([][]byte, c.qps)
-			results := make([]roce.Result, c.qps)
-			for i := range frames {
-				frames[i], results[i] = frame(b, pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: uint32(i), op: sendOnly, psn: uint32(i)})
-			}
+	}{{"run", 1}, {"miss", 64}, {"8k", 8192}, {"64k", 65536}} {
+		tab := New(2*c.qps, 0)
+		var frames [32][]byte
+		var results [32]roce.Result
+		for i := range frames {
+			frames[i], results[i] = frame(b, pkt{src: "10.0.0.1", dst: "10.0.0.2", op: sendOnly, psn: uint32(i)})
+		}
+		qps := rand.New(rand.NewPCG(3, 4)).Perm(c.qps)
+		mask := c.qps - 1 // qps is a power of two
+		// next readies frame k as the packet of the i-th QP.
+		next := func(i, k int) ([]byte, *roce.Result) {
+			f, r := frames[k], &results[k]
+			qp := uint32(qps[i&mask])
+			binary.BigEndian.PutUint32(f[r.BTH+4:], qp)
+			r.DestQP = qp
+			return f, r
+		}
+		b.Run(c.name+"/one", func(b *testing.B) {
 			i := 0
 			for b.Loop() {
-				j := i & (c.qps - 1) // qps is a power of two
-				tab.Observe(frames[j], &results[j], len(frames[j]), int64(i))
+				f, r := next(i, i&31)
+				tab.Observe(f, r, len(f), int64(i))
 				i++
 			}
+		})
+		b.Run(c.name+"/burst", func(b *testing.B) {
+			batch := NewBatch(32)
+			i := 0
+			for b.Loop() {
+				batch.Reset()
+				for k := range frames {
+					f, r := next(i+k, k)
+					tab.Stage(batch, f, r)
+				}
+				tab.Find(batch, int64(i))
+				for k := range frames {
+					tab.Update(batch, k, frames[k], &results[k], len(frames[k]), int64(i))
+				}
+				i += 32
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i), "ns/packet")
 		})
 	}
 }

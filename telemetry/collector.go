@@ -70,7 +70,7 @@ type collector struct {
 	roceOpcode, roceCNP, roceECN, roceICRC, roceMalformed, rocePFC, rocePause metric
 	roceTC                                                                    metric
 
-	qpSlots, qpUsed, qpFlows, qpInserts, qpEvictions, qpAged metric
+	qpSlots, qpBytes, qpUsed, qpFlows, qpInserts, qpEvictions, qpAged metric
 
 	flowPackets, flowBytes, flowMeter, flowRules, flowBackend metric
 	flowInserted, flowFailures, flowNotApplicable             metric
@@ -152,10 +152,11 @@ func NewCollector(src Source) prometheus.Collector {
 		roceTC:         counter("roce_tc_frames_total", "Frames by the traffic class they were given.", "port", "tc"),
 
 		qpSlots:     gauge("qp_table_slots", "Slots of the per-QP flow tables."),
+		qpBytes:     gauge("qp_table_bytes", "Hugepage memory of the per-QP flow tables."),
 		qpUsed:      gauge("qp_table_used_slots", "Slots in use."),
 		qpFlows:     gauge("qp_flows", "QP flows tracked."),
 		qpInserts:   counter("qp_table_inserts_total", "Flows added to the tables."),
-		qpEvictions: counter("qp_table_evictions_total", "Live flows pushed out because their probe window was full."),
+		qpEvictions: counter("qp_table_evictions_total", "Live flows pushed out because their bucket was full."),
 		qpAged:      counter("qp_table_aged_total", "Idle flows whose slot was reused."),
 
 		flowPackets:       counter("flow_rule_packets_total", "Packets the flow rule counted, on the NIC (hw) or in the software table (sw).", rule...),
@@ -182,7 +183,7 @@ func (c *collector) metrics() []metric {
 		c.wdDetected, c.wdRestored, c.wdDropped, c.wdInStorm,
 		c.roceFrames, c.roceBytes, c.roceRoCEFrames, c.roceRoCEBytes, c.roceOther, c.roceIP,
 		c.roceOpcode, c.roceCNP, c.roceECN, c.roceICRC, c.roceMalformed, c.rocePFC, c.rocePause, c.roceTC,
-		c.qpSlots, c.qpUsed, c.qpFlows, c.qpInserts, c.qpEvictions, c.qpAged,
+		c.qpSlots, c.qpBytes, c.qpUsed, c.qpFlows, c.qpInserts, c.qpEvictions, c.qpAged,
 		c.flowPackets, c.flowBytes, c.flowMeter, c.flowRules, c.flowBackend,
 		c.flowInserted, c.flowFailures, c.flowNotApplicable}
 }
@@ -323,6 +324,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	t := r.RoCE.QPTable
 	emit(c.qpSlots, float64(t.Slots))
+	emit(c.qpBytes, float64(t.Bytes))
 	emit(c.qpUsed, float64(t.Used))
 	emit(c.qpFlows, float64(r.RoCE.QPFlows))
 	u(c.qpInserts, t.Inserts)

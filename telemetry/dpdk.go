@@ -80,7 +80,7 @@ func statsReply(r daemon.Report, _ string) (any, error) {
 		}
 		out["roce"] = rp
 		out["qp_table"] = dict{
-			"flows": r.RoCE.QPFlows, "slots": r.RoCE.QPTable.Slots, "used": r.RoCE.QPTable.Used,
+			"flows": r.RoCE.QPFlows, "slots": r.RoCE.QPTable.Slots, "bytes": r.RoCE.QPTable.Bytes, "used": r.RoCE.QPTable.Used,
 			"inserts": r.RoCE.QPTable.Inserts, "evictions": r.RoCE.QPTable.Evictions, "aged": r.RoCE.QPTable.Aged,
 		}
 	}
