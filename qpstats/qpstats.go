@@ -253,7 +253,7 @@ type Batch struct {
 	n       int
 	items   []item
 	buckets []uintptr // the items' bucket addresses, to prefetch
-	slots   []uintptr // the items' slot addresses, two lines each
+	slots   []uintptr // the items' slot lines: two each, three for a new flow
 }
 
 // item is one packet's lookup: where its key hashes to and the slot Find
@@ -268,7 +268,7 @@ type item struct {
 
 // NewBatch makes a batch for up to n packets.
 func NewBatch(n int) *Batch {
-	return &Batch{items: make([]item, n), buckets: make([]uintptr, n), slots: make([]uintptr, 2*n)}
+	return &Batch{items: make([]item, n), buckets: make([]uintptr, n), slots: make([]uintptr, 3*n)}
 }
 
 // Len is the number of packets staged since the last Reset.
@@ -333,7 +333,8 @@ func (t *Table) Find(b *Batch, now int64) {
 	}
 	prefetch.Lines(b.buckets[:n])
 	age := uint32(now >> ageShift)
-	items, slots := b.items[:n], b.slots[:2*n]
+	items, slots := b.items[:n], b.slots[:3*n]
+	ns := 0
 	for i := range items {
 		it := &items[i]
 		bk := &t.buckets[it.bkt]
@@ -345,9 +346,14 @@ func (t *Table) Find(b *Batch, now int64) {
 		bk.age[w] = age
 		it.slot = it.bkt*ways + uint32(w)
 		p := uintptr(unsafe.Pointer(&t.slots[it.slot]))
-		slots[2*i], slots[2*i+1] = p, p+64
+		slots[ns], slots[ns+1] = p, p+64
+		ns += 2
+		if !found { // Update writes its cold part too
+			slots[ns] = uintptr(unsafe.Pointer(&t.cold[it.slot]))
+			ns++
+		}
 	}
-	prefetch.Lines(slots)
+	prefetch.Lines(slots[:ns])
 }
 
 // find returns the first way holding sig.
