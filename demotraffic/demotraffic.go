@@ -2,6 +2,10 @@
 // config replays and that `make bench` feeds to both roce-fwd and
 // dpdk-testpmd: small frames in the mix an RDMA fabric carries (RC SEND,
 // WRITE, READ, ACK, CNP) plus some ordinary traffic.
+//
+// It also makes benchmark workloads (Workload): thousands of QPs between
+// the hosts of a fabric, in a control-size or an MTU-size mix, interleaved
+// as a busy port sees them, with the list of their 5-tuples for rules.
 package demotraffic
 
 import (

@@ -375,15 +375,115 @@ func cmdVersion(args []string, _ *slog.Logger) int {
 	return 0
 }
 
+// genPcapArgs is gen-pcap's usage; scripts/bench.sh relies on it.
+const genPcapArgs = "[--qps N] [--mix demo|control|mtu1024|mtu4096] [--ipv6] [--frames N] [--seed S] [--flows FILE] FILE"
+
+// cmdGenPcap writes the demo capture, or with --qps or a workload --mix a
+// many-QP benchmark workload (demotraffic.Workload).
 func cmdGenPcap(args []string, _ *slog.Logger) int {
-	if len(args) != 1 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(os.Stderr, "usage: roce-fwd gen-pcap FILE")
+	fs := newFlagSet("gen-pcap", genPcapArgs)
+	qps := fs.Int("qps", 1, fmt.Sprintf("active QPs `N`, 1 to %d; implies --mix control", demotraffic.MaxQPs))
+	mix := fs.String("mix", "demo", "demo (the built-in capture), control, mtu1024 or mtu4096; control with --qps")
+	ipv6 := fs.Bool("ipv6", false, "IPv6 instead of IPv4 (workloads)")
+	frames := fs.Int("frames", 0, fmt.Sprintf("total frames `N`, QPs to %d (default: 8 per QP up to 32768, or 8192 for the mtu mixes, in whole rounds)", demotraffic.MaxFrames))
+	seed := fs.Uint64("seed", 1, "random seed `S` (workloads): the same arguments and seed give the same file")
+	flowsPath := fs.String("flows", "", "also write the capture's distinct 5-tuples to `FILE`, one \"SRC DST SPORT DPORT PROTO\" a line")
+	path, rc := parseGenPcapArgs(fs, args)
+	if rc >= 0 {
+		return rc
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "roce-fwd gen-pcap: "+format+"\n", a...)
+		fmt.Fprintf(os.Stderr, "usage: roce-fwd gen-pcap %s\n", genPcapArgs)
 		return exitUsage
 	}
-	if err := demotraffic.WriteFile(args[0]); err != nil {
+	if !set["mix"] && set["qps"] {
+		*mix = "control"
+	}
+	if *mix == "demo" {
+		if set["qps"] {
+			return usageErr("--qps needs a workload mix (--mix control, mtu1024 or mtu4096): the demo capture has fixed flows")
+		}
+		for _, name := range []string{"ipv6", "frames", "seed"} {
+			if set[name] {
+				return usageErr("--%s applies to workloads: give --qps N or --mix control, mtu1024 or mtu4096", name)
+			}
+		}
+		if err := demotraffic.WriteFile(path); err != nil {
+			fmt.Fprintln(os.Stderr, "roce-fwd gen-pcap:", err)
+			return 1
+		}
+		if *flowsPath != "" {
+			if err := writeFlowList(*flowsPath, demotraffic.FlowsOf(demotraffic.Frames())); err != nil {
+				fmt.Fprintln(os.Stderr, "roce-fwd gen-pcap:", err)
+				return 1
+			}
+		}
+		fmt.Printf("%s: %d frames\n", path, len(demotraffic.Frames()))
+		return 0
+	}
+	m, err := demotraffic.ParseMix(*mix)
+	if err != nil {
+		return usageErr("--mix %q: want demo, %s", *mix, strings.Join(demotraffic.MixNames, ", "))
+	}
+	if set["frames"] && *frames <= 0 {
+		return usageErr("--frames %d: want %d to %d", *frames, *qps, demotraffic.MaxFrames)
+	}
+	w := demotraffic.Workload{Mix: m, QPs: *qps, IPv6: *ipv6, Frames: *frames, Seed: *seed}
+	if err := w.Validate(); err != nil {
+		return usageErr("--%v", err) // the message starts with the field's flag name
+	}
+	sum, err := w.WriteFile(path)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "roce-fwd gen-pcap:", err)
 		return 1
 	}
-	fmt.Printf("%s: %d frames\n", args[0], len(demotraffic.Frames()))
+	if *flowsPath != "" {
+		if err := writeFlowList(*flowsPath, sum.Flows); err != nil {
+			fmt.Fprintln(os.Stderr, "roce-fwd gen-pcap:", err)
+			return 1
+		}
+	}
+	fmt.Printf("%s: %d frames, %d QPs, %d flows, %d bytes avg frame\n", path, sum.Frames, sum.QPs, len(sum.Flows),
+		(sum.Bytes+int64(sum.Frames)/2)/int64(sum.Frames))
 	return 0
+}
+
+// parseGenPcapArgs parses gen-pcap's flags, which may come before or after
+// FILE, and returns FILE; the int is as parseFlags's.
+func parseGenPcapArgs(fs *flag.FlagSet, args []string) (string, int) {
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return "", 0
+			}
+			return "", exitUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(files) != 1 {
+		fmt.Fprintf(fs.Output(), "roce-fwd gen-pcap: want one output FILE, got %d\n", len(files))
+		fs.Usage()
+		return "", exitUsage
+	}
+	return files[0], -1
+}
+
+func writeFlowList(path string, flows []demotraffic.FiveTuple) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = demotraffic.WriteFlows(f, flows)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

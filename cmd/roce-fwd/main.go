@@ -7,7 +7,7 @@
 //	roce-fwd inspect [--json] FILE...
 //	roce-fwd hugepages [--config FILE] [--page-size 2M|1G] [--reserve]
 //	roce-fwd ports
-//	roce-fwd gen-pcap FILE
+//	roce-fwd gen-pcap [--qps N] [--mix demo|control|mtu1024|mtu4096] [--ipv6] [--frames N] [--seed S] [--flows FILE] FILE
 //	roce-fwd version
 //
 // Global flags (before or after the subcommand): --log-format text|json,
@@ -45,7 +45,7 @@ var commands = []command{
 	{"inspect", "[--json] [--verify-icrc=true] [--top N] FILE...", "decode pcap/pcapng files offline: RoCEv2 summary, or one JSON object per frame", cmdInspect},
 	{"hugepages", "[--config FILE] [--page-size SIZE] [--reserve]", "show (or reserve) the hugepage memory the config needs", cmdHugepages},
 	{"ports", "", "list the network PCI devices and whether DPDK can drive them", cmdPorts},
-	{"gen-pcap", "FILE", "write the built-in RoCEv2 demo capture (the default config's traffic)", cmdGenPcap},
+	{"gen-pcap", genPcapArgs, "write the built-in RoCEv2 demo capture (the default config's traffic), or with --qps a many-QP benchmark workload", cmdGenPcap},
 	{"version", "", "print the roce-fwd and DPDK versions", cmdVersion},
 }
 
