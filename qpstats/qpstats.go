@@ -21,8 +21,8 @@
 // Update counts each packet into its slot. A bucket is one cache line of
 // eight signatures and coarse last-seen times, so a lookup, an insertion
 // and the choice of a victim read one line, never the slots themselves.
-// What every packet updates sits in a slot's two adjacent lines; what only
-// NAKs, PSN gaps and insertions touch is kept apart. The memory can come
+// What packets update sits in a slot's two adjacent lines; what only NAKs
+// and insertions touch is kept apart. The memory can come
 // from the caller (DPDK's hugepage heap on the worker's socket: no TLB
 // misses on 4 KB pages, invisible to the Go garbage collector).
 package qpstats
@@ -159,16 +159,24 @@ type bucket struct {
 // last 52 days.
 const ageShift = 20
 
-// slot is what every packet of a flow touches: the key and PSN state in
-// its first cache line, the opcode mix in the second.
+// slot is what a flow's packets touch: the key, PSN state and byte count
+// in its first cache line, the opcode mix and PSN anomalies in the second.
+// PSN anomalies are here rather than with the cold fields: a go-back-N
+// retransmission (or a replayed capture) makes every packet of a run one.
+// The mix counts are 32 bits, their carries kept in the cold part: a
+// class of one flow wraps after 2^32 packets, rarely enough for a branch.
 type slot struct {
-	src, dst [2]uint64
-	qp       uint32
-	psn      uint32 // the expected PSN, with psnKnown and psnAfterRead
-	bytes    uint64
-	lastSeen int64
-	ce       uint64
-	mix      [NumClasses]uint64
+	src, dst   [2]uint64
+	qp         uint32
+	psn        uint32 // the expected PSN, with psnKnown and psnAfterRead
+	bytes      uint64
+	lastSeen   int64
+	ce         uint64
+	mix        [NumClasses]uint32 // low words; the carries are cold.mixHigh
+	outOfOrder uint64
+	gaps       uint64
+	gapPSNs    uint64
+	_          uint64
 }
 
 const (
@@ -177,14 +185,12 @@ const (
 	psnAfterRead = 1 << 30 // the last request was a READ: any forward PSN is in order
 )
 
-// cold is what only insertions, NAKs and PSN anomalies touch.
+// cold is what only insertions, NAKs and counter carries touch.
 type cold struct {
-	firstSeen  int64
-	outOfOrder uint64
-	gaps       uint64
-	gapPSNs    uint64
-	naks       [NumNAKs]uint64
-	rnrNAKs    uint64
+	firstSeen int64
+	naks      [NumNAKs]uint64
+	rnrNAKs   uint64
+	mixHigh   [NumClasses]uint32 // carries of slot.mix
 }
 
 // SlotBytes is the memory of one slot: its share of a bucket, its hot
@@ -194,6 +200,14 @@ const SlotBytes = int(unsafe.Sizeof(bucket{}))/ways + int(unsafe.Sizeof(slot{}))
 // slotAlign keeps a slot's two lines in one 128-byte block, which the
 // CPU's adjacent-line prefetcher fetches together.
 const slotAlign = 128
+
+// A bucket is one cache line and a slot two: the build fails otherwise.
+var (
+	_ [unsafe.Sizeof(bucket{}) - 64]byte
+	_ [64 - unsafe.Sizeof(bucket{})]byte
+	_ [unsafe.Sizeof(slot{}) - slotAlign]byte
+	_ [slotAlign - unsafe.Sizeof(slot{})]byte
+)
 
 // Table is one worker's QP table. Only its worker calls Stage, Find,
 // Update and Observe.
@@ -412,7 +426,12 @@ func (t *Table) Update(b *Batch, k int, frame []byte, r *roce.Result, frameLen i
 		s.ce++
 	}
 	class := classOf[r.Opcode]
-	s.mix[class&(NumClasses-1)]++ // the mask spares a bounds check
+	if c := class & (NumClasses - 1); s.mix[c]+1 != 0 { // the mask spares a bounds check
+		s.mix[c]++
+	} else {
+		s.mix[c] = 0
+		t.cold[i].mixHigh[c]++
+	}
 	switch {
 	case r.CNP:
 		return
@@ -464,12 +483,11 @@ func (t *Table) trackPSN(s *slot, i uint32, psn uint32, isRead bool) {
 		case d == 0:
 		case d < 1<<23:
 			if st&psnAfterRead == 0 {
-				c := &t.cold[i]
-				c.gaps++
-				c.gapPSNs += uint64(d)
+				s.gaps++
+				s.gapPSNs += uint64(d)
 			}
 		default:
-			t.cold[i].outOfOrder++
+			s.outOfOrder++
 			s.psn = st&^psnAfterRead | read // do not move expectations back
 			return
 		}
@@ -494,10 +512,14 @@ func (t *Table) Stats() TableStats { return t.stats }
 // entry assembles slot i's flow.
 func (t *Table) entry(i int) Entry {
 	s, c := &t.slots[i], &t.cold[i]
-	return Entry{Key: Key{Src: s.src, Dst: s.dst, QP: s.qp}, Counters: Counters{
-		Bytes: s.bytes, FirstSeen: c.firstSeen, LastSeen: s.lastSeen, Mix: s.mix,
+	e := Entry{Key: Key{Src: s.src, Dst: s.dst, QP: s.qp}, Counters: Counters{
+		Bytes: s.bytes, FirstSeen: c.firstSeen, LastSeen: s.lastSeen,
 		ExpectedPSN: s.psn & psnMask, PSNKnown: s.psn&psnKnown != 0,
-		OutOfOrder: c.outOfOrder, Gaps: c.gaps, GapPSNs: c.gapPSNs, NAKs: c.naks, RNRNAKs: c.rnrNAKs, CE: s.ce}}
+		OutOfOrder: s.outOfOrder, Gaps: s.gaps, GapPSNs: s.gapPSNs, NAKs: c.naks, RNRNAKs: c.rnrNAKs, CE: s.ce}}
+	for k := range e.Mix {
+		e.Mix[k] = uint64(c.mixHigh[k])<<32 | uint64(s.mix[k])
+	}
+	return e
 }
 
 // CopyTo copies the flows into dst (reusing its storage) and returns it

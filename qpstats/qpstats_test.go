@@ -373,3 +373,22 @@ func BenchmarkObserve(b *testing.B) {
 		})
 	}
 }
+
+// An opcode class's count carries past 32 bits into the cold part.
+func TestMixCarries(t *testing.T) {
+	tab := New(16, 0)
+	p := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: 5, op: sendOnly, psn: 1}
+	observe(t, tab, 1, p)
+	for i := range tab.slots {
+		if tab.slots[i].qp == 5 {
+			tab.slots[i].mix[ClassSend] = 1<<32 - 2
+		}
+	}
+	p.psn = 2
+	observe(t, tab, 2, p)
+	p.psn = 3
+	observe(t, tab, 3, p)
+	if f := only(t, tab); f.Mix[ClassSend] != 1<<32 || f.Packets() != 1<<32 || f.OutOfOrder != 0 {
+		t.Errorf("send count %d (packets %d), want %d", f.Mix[ClassSend], f.Packets(), uint64(1)<<32)
+	}
+}

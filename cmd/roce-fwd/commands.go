@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -50,14 +51,31 @@ func loadConfig(path string) (cfg *config.Config, cleanup func(), err error) {
 }
 
 func cmdRun(args []string, log *slog.Logger) int {
-	fs := newFlagSet("run", "[--config FILE] [-i] [--duration D] [--stats-json FILE] [--stats-period D]")
+	fs := newFlagSet("run", "[--config FILE] [-i] [--duration D] [--stats-json FILE] [--stats-period D] [--cpu-profile FILE]")
 	cfgPath := fs.String("config", "", "TOML config file (default: the built-in demo on virtual devices)")
 	interactive := fs.Bool("i", false, "open the console on this terminal (quit stops roce-fwd)")
 	duration := fs.Duration("duration", 0, "stop cleanly after this long (0: run until SIGINT/SIGTERM)")
 	statsJSON := fs.String("stats-json", "", "write the final statistics as JSON to this file")
 	period := fs.Duration("stats-period", 0, "print statistics this often while running (0: only at the end)")
+	cpuProfile := fs.String("cpu-profile", "", "write a Go CPU profile of the whole run, worker lcores included, to this file (pprof; `make pgo` builds with it)")
 	if rc := parseFlags(fs, args); rc >= 0 {
 		return rc
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "roce-fwd run: --cpu-profile:", err)
+			return exitUsage
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "roce-fwd run: --cpu-profile:", err)
+			f.Close()
+			return 1
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	cfg, cleanup, err := loadConfig(*cfgPath)
 	if err != nil {
