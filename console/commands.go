@@ -571,15 +571,8 @@ func (s *Shell) showErrors(_ []string, jsonOut bool) (string, error) {
 
 // dropStage names the pipeline stage a drop reason belongs to.
 func dropStage(reason string) string {
-	switch reason {
-	case "tx_full":
-		return "tx"
-	case "runt", "bad_icrc", "malformed", "mac_control":
-		return "classify"
-	case "flow_drop", "flow_meter":
-		return "flow"
-	case "qos_tail", "qos_wred", "pfc_watchdog", "lossless_overflow", "stop_discard":
-		return "qos"
+	if r, ok := pipeline.ReasonNamed(reason); ok {
+		return pipeline.Reasons[r].Stage
 	}
 	return "pipeline"
 }

@@ -106,11 +106,10 @@ func (w *Worker) applyFlows(pf *portFlows, m *dpdk.Mbuf, frame []byte, r *roce.R
 	}
 	v := pf.t.ApplyPath(&fs.path, frame, r, pf.st, w.now, pktLen)
 	if v.Drop {
-		w.step.Drop(m)
 		if v.Reason == flowrule.DropMeter {
-			w.c.drops[DropFlowMeter]++
+			w.drop(m, DropFlowMeter)
 		} else {
-			w.c.drops[DropFlowRule]++
+			w.drop(m, DropFlowRule)
 		}
 		return false
 	}
@@ -148,8 +147,7 @@ func (w *Worker) flowBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 	for _, m := range pkts {
 		frame := m.Data()
 		if hdr != nil && len(frame) < 14 {
-			w.step.Drop(m)
-			w.c.drops[DropRunt]++
+			w.drop(m, DropRunt)
 			continue
 		}
 		if m.IsMACControl() {

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -353,5 +354,30 @@ func TestMACControlConsumedInEveryMode(t *testing.T) {
 				t.Errorf("%d frames out, want the 20 that are not flow control and the tagged 0x8808 one", len(got))
 			}
 		})
+	}
+}
+
+// The README's table of drop reasons is the table the code counts with.
+func TestReadmeListsEveryDropReason(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(line, "| `") && strings.Count(line, "|") == 4 {
+			if _, ok := ReasonNamed(strings.Trim(strings.Split(line, "|")[1], " `")); ok {
+				rows++
+			}
+		}
+	}
+	for r, info := range Reasons {
+		row := fmt.Sprintf("| `%s` | %s | %s |", info.Name, info.Stage, info.Help)
+		if !strings.Contains(string(readme), row) {
+			t.Errorf("README lacks the row of %v: %s", Reason(r), row)
+		}
+	}
+	if rows != int(NumReasons) {
+		t.Errorf("README has %d drop reason rows, the code %d", rows, NumReasons)
 	}
 }

@@ -275,9 +275,8 @@ func (w *Worker) qosEnqueue(src, tx int, m *dpdk.Mbuf, frame []byte, r *roce.Res
 	}
 	markCE, why := e.sched.Enqueue(tc, sl, r.ECN)
 	if why != qos.ReasonNone {
-		w.step.Drop(m)
 		reason := dropReasonOf(why, lossless)
-		w.c.drops[reason]++
+		w.drop(m, reason)
 		if reason == DropLosslessOverflow && w.now-e.overflow[tc] >= overflowEventGap {
 			e.overflow[tc] = w.now
 			qs.events.put(Event{Kind: EventLosslessOverflow, Port: e.port, TC: tc, At: w.now})
@@ -315,8 +314,7 @@ func dropReasonOf(r qos.Reason, lossless bool) Reason {
 // the data path: it pauses the port's egress and is counted, never
 // forwarded.
 func (w *Worker) consumeMAC(src int, m *dpdk.Mbuf, frame []byte, now int64) {
-	w.step.Drop(m)
-	w.c.drops[DropMACControl]++
+	w.drop(m, DropMACControl)
 	qs := w.qs
 	if qs == nil {
 		return

@@ -153,14 +153,12 @@ func (w *Worker) roceOther(i int, m *dpdk.Mbuf, frame []byte, r *roce.Result) bo
 	switch {
 	case r.Err == roce.ErrBadICRC:
 		if rs.dropBadICRC {
-			w.step.Drop(m)
-			w.c.drops[DropBadICRC]++
+			w.drop(m, DropBadICRC)
 			return false
 		}
 	case r.Err != roce.ReasonNone:
 		if rs.dropMalformed {
-			w.step.Drop(m)
-			w.c.drops[DropMalformed]++
+			w.drop(m, DropMalformed)
 			return false
 		}
 	case r.EtherType == roce.EtherTypeMACControl && !r.Tagged:

@@ -10,49 +10,6 @@ import (
 	"roce-fwd/rocestats"
 )
 
-// Reason is a named cause for a packet the pipeline did not transmit.
-// Every packet that enters a worker is either handed to a PMD for
-// transmission or counted under exactly one Reason.
-type Reason uint8
-
-const (
-	DropTxFull           Reason = iota // the PMD took no more after every retry
-	DropRunt                           // too short for an Ethernet header ("mac" mode rewrites it)
-	DropBadICRC                        // RoCEv2 frame whose ICRC is wrong ([roce] bad_icrc = "drop")
-	DropMalformed                      // frame the classifier rejects ([roce] malformed = "drop")
-	DropMACControl                     // 802.3x PAUSE / 802.1Qbb PFC frame: consumed by the port, never forwarded
-	DropQoSTail                        // a lossy TC queue was at its byte limit (or out of slots)
-	DropQoSWRED                        // WRED dropped a Not-ECT packet of a lossy TC
-	DropPFCWatchdog                    // the PFC watchdog (action drop) flushed or refused it during a storm
-	DropLosslessOverflow               // a lossless TC queue was full: PFC did not hold the sender back
-	DropStopDiscard                    // still queued when a stopping worker's drain time ran out
-	DropFlowRule                       // a software flow rule's drop action
-	DropFlowMeter                      // a software flow rule's meter: the policy of the packet's colour drops it
-	NumReasons
-)
-
-var reasonNames = [NumReasons]string{
-	DropTxFull:           "tx_full",
-	DropRunt:             "runt",
-	DropBadICRC:          "bad_icrc",
-	DropMalformed:        "malformed",
-	DropMACControl:       "mac_control",
-	DropQoSTail:          "qos_tail",
-	DropQoSWRED:          "qos_wred",
-	DropPFCWatchdog:      "pfc_watchdog",
-	DropLosslessOverflow: "lossless_overflow",
-	DropStopDiscard:      "stop_discard",
-	DropFlowRule:         "flow_drop",
-	DropFlowMeter:        "flow_meter",
-}
-
-func (r Reason) String() string {
-	if r < NumReasons {
-		return reasonNames[r]
-	}
-	return "unknown"
-}
-
 // Histogram of packets received from one queue in one poll (up to
 // max_bursts bursts): 0 (empty poll), 1, 2-3, 4-7, ... 256+.
 const HistBuckets = 10

@@ -143,12 +143,10 @@ func (w *Worker) Poll() int {
 				break
 			}
 			hdr := &w.macHdr[tx]
-			runts := uint64(0)
 			for _, m := range pkts {
 				d := m.Data()
 				if len(d) < 14 {
-					w.step.Drop(m)
-					runts++
+					w.drop(m, DropRunt)
 					continue
 				}
 				if m.IsMACControl() {
@@ -158,7 +156,6 @@ func (w *Worker) Poll() int {
 				copy(d[:12], hdr[:])
 				txq.Push(m)
 			}
-			w.c.drops[DropRunt] += runts
 		case ModeRoCE:
 			w.roceBurst(i, pkts, tx)
 		}

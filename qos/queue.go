@@ -15,13 +15,13 @@ const (
 	NumReasons
 )
 
-var reasonNames = [NumReasons]string{"none", "qos-queue-full", "qos-queue-slots", "qos-wred", "qos-pfcwd"}
+var reasonNames = [NumReasons]string{"none", "qos_queue_full", "qos_queue_slots", "qos_wred", "qos_pfcwd"}
 
 func (r Reason) String() string {
 	if r < NumReasons {
 		return reasonNames[r]
 	}
-	return "qos-reason-" + strconv.Itoa(int(r))
+	return "qos_reason_" + strconv.Itoa(int(r))
 }
 
 // Slot is one queued packet: an opaque handle (an mbuf pointer in the

@@ -35,18 +35,18 @@ const (
 )
 
 var reasonNames = [NumReasons]string{
-	"none", "truncated-eth", "truncated-vlan", "too-many-tags", "truncated-ipv4",
-	"bad-ip-version", "bad-ihl", "ipv4-total-length", "truncated-ipv6",
-	"ipv6-payload-length", "truncated-ipv6-ext", "ipv6-ext-chain", "ip-fragment",
-	"truncated-udp", "udp-length", "truncated-bth", "bad-tver", "reserved-opcode",
-	"truncated-ext-header", "bad-pad", "bad-icrc",
+	"none", "truncated_eth", "truncated_vlan", "too_many_tags", "truncated_ipv4",
+	"bad_ip_version", "bad_ihl", "ipv4_total_length", "truncated_ipv6",
+	"ipv6_payload_length", "truncated_ipv6_ext", "ipv6_ext_chain", "ip_fragment",
+	"truncated_udp", "udp_length", "truncated_bth", "bad_tver", "reserved_opcode",
+	"truncated_ext_header", "bad_pad", "bad_icrc",
 }
 
 func (r Reason) String() string {
 	if r < NumReasons {
 		return reasonNames[r]
 	}
-	return "reason-" + strconv.Itoa(int(r))
+	return "reason_" + strconv.Itoa(int(r))
 }
 
 // MaxIPv6Ext bounds the extension headers walked per packet so a crafted

@@ -422,7 +422,7 @@ func TestMalformed(t *testing.T) {
 			t.Errorf("reason %d has no name", x)
 		}
 	}
-	if roce.ErrBadICRC.String() != "bad-icrc" || roce.NumReasons.String() == "" {
+	if roce.ErrBadICRC.String() != "bad_icrc" || roce.NumReasons.String() == "" {
 		t.Error("reason names")
 	}
 }

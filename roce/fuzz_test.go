@@ -100,7 +100,7 @@ func FuzzClassify(f *testing.F) {
 		if r.Err >= roce.NumReasons || r.TC > 7 {
 			t.Fatalf("bad result %+v", r)
 		}
-		// Verification only adds the ICRC state (and bad-icrc).
+		// Verification only adds the ICRC state (and bad_icrc).
 		r2.ICRC = r.ICRC
 		if r2.Err == roce.ReasonNone && r.Err == roce.ErrBadICRC {
 			r2.Err = roce.ErrBadICRC

@@ -66,7 +66,7 @@ func testReport() daemon.Report {
 			Ports: []daemon.PortRoCE{{Name: "p0", Report: rocestats.Report{
 				Frames: 7001, Bytes: 7002, RoCE: 7003, RoCEBytes: 7004, Other: 7005, IPv4: 7006, IPv6: 7007,
 				CNPs: 7008, ECN: map[string]uint64{"not_ect": 7009, "ect1": 7010, "ect0": 7011, "ce": 7012},
-				ICRCOK: 7013, ICRCBad: 7014, Malformed: map[string]uint64{"bad-tver": 7015}, PFC: 7016, Pause: 7017,
+				ICRCOK: 7013, ICRCBad: 7014, Malformed: map[string]uint64{"bad_tver": 7015}, PFC: 7016, Pause: 7017,
 				Opcodes: map[string]uint64{"RC SEND Only": 7018, "CNP": 7008},
 				TC:      [8]uint64{3: 7019},
 			}}},

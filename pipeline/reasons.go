@@ -1,0 +1,74 @@
+package pipeline
+
+import "roce-fwd/dpdk"
+
+// Reason is a named cause for a packet the pipeline did not transmit.
+// Every packet that enters a worker is either handed to a PMD for
+// transmission or counted under exactly one Reason.
+type Reason uint8
+
+const (
+	DropTxFull Reason = iota
+	DropRunt
+	DropBadICRC
+	DropMalformed
+	DropMACControl
+	DropQoSTail
+	DropQoSWRED
+	DropPFCWatchdog
+	DropLosslessOverflow
+	DropStopDiscard
+	DropFlowRule
+	DropFlowMeter
+	NumReasons
+)
+
+// ReasonInfo describes a Reason for everything that shows drops: the
+// counters' name (snake_case, as Prometheus labels and JSON keys), the
+// stage of the pipeline that drops for it, and what it means.
+type ReasonInfo struct {
+	Name  string
+	Stage string
+	Help  string
+}
+
+// Reasons is the one table of drop reasons: the stats JSON, the console
+// (show errors), Prometheus, DPDK telemetry and the README read it.
+var Reasons = [NumReasons]ReasonInfo{
+	DropTxFull:           {"tx_full", "tx", "the PMD took no more after every retry: its tx ring stayed full"},
+	DropRunt:             {"runt", "classify", "too short for an Ethernet header (mac mode rewrites it)"},
+	DropBadICRC:          {"bad_icrc", "classify", "a RoCEv2 frame whose ICRC is wrong ([roce] bad_icrc = \"drop\")"},
+	DropMalformed:        {"malformed", "classify", "a frame the classifier rejects ([roce] malformed = \"drop\")"},
+	DropMACControl:       {"mac_control", "classify", "an 802.3x PAUSE or 802.1Qbb PFC frame: consumed by the port, never forwarded"},
+	DropQoSTail:          {"qos_tail", "qos", "a lossy TC queue was at its byte limit (or out of slots)"},
+	DropQoSWRED:          {"qos_wred", "qos", "WRED dropped a Not-ECT packet of a lossy TC"},
+	DropPFCWatchdog:      {"pfc_watchdog", "qos", "the PFC watchdog (action drop) flushed or refused it during a storm"},
+	DropLosslessOverflow: {"lossless_overflow", "qos", "a lossless TC queue was full: PFC did not hold the sender back"},
+	DropStopDiscard:      {"stop_discard", "qos", "still queued when a stopping worker's drain time ran out"},
+	DropFlowRule:         {"flow_drop", "flow", "a software flow rule's drop action"},
+	DropFlowMeter:        {"flow_meter", "flow", "a software flow rule's meter: the policy of the packet's colour drops it"},
+}
+
+func (r Reason) String() string {
+	if r < NumReasons {
+		return Reasons[r].Name
+	}
+	return "unknown"
+}
+
+// ReasonNamed returns the Reason called name.
+func ReasonNamed(name string) (Reason, bool) {
+	for r := range Reasons {
+		if Reasons[r].Name == name {
+			return Reason(r), true
+		}
+	}
+	return 0, false
+}
+
+// drop frees m at the next step and counts it under reason: the one way a
+// stage drops a packet.
+func (w *Worker) drop(m *dpdk.Mbuf, reason Reason) {
+	w.step.Drop(m)
+	w.c.drops[reason]++
+}
