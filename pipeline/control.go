@@ -3,7 +3,6 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // SetMode changes the forwarding mode of a stopped pipeline, like
@@ -60,18 +59,11 @@ func (s LcoreStats) Sub(base LcoreStats) LcoreStats {
 // between two polls.
 func (p *Pipeline) ResetQPTables() {
 	for _, w := range p.Workers {
-		rs := w.rs
-		if rs == nil || rs.qp == nil {
-			continue
-		}
-		rs.qpReset.Store(true)
-		deadline := time.Now().Add(time.Second)
-		for rs.qpReset.Load() && w.looping.Load() && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Microsecond)
-		}
-		if !w.looping.Load() && rs.qpReset.Load() {
-			rs.qp.Reset()
-			rs.qpReset.Store(false)
+		if rs := w.rs; rs != nil && rs.qp != nil {
+			w.do("QP table reset", func() bool {
+				rs.qp.Reset()
+				return true
+			})
 		}
 	}
 }

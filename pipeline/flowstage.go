@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -180,7 +181,7 @@ func (w *Worker) syncActive() {
 }
 
 // publish copies the counters of every table into the buffers the
-// control plane sized; the worker calls it from serveSnapshot, or the
+// control plane sized; the worker calls it from a mailbox job, or the
 // control plane while the worker is stopped.
 func (fs *flowStage) publish() {
 	for _, pf := range fs.installed {
@@ -197,13 +198,8 @@ type flowUpdate struct {
 	carry []int
 }
 
-// takeFlows installs a table handed over by SetFlows, if any; the worker
-// calls it between polls (or the control plane, while it is stopped).
-func (w *Worker) takeFlows() {
-	u := w.nextFlows.Load()
-	if u == nil {
-		return
-	}
+// takeFlows installs a table handed over by SetFlows: a mailbox job.
+func (w *Worker) takeFlows(u *flowUpdate) {
 	fs := w.fs
 	var old *portFlows
 	if u.dir == FlowIngress {
@@ -238,7 +234,6 @@ func (w *Worker) takeFlows() {
 		fs.installed = append(fs.installed, u.pf)
 	}
 	w.syncActive()
-	w.nextFlows.CompareAndSwap(u, nil)
 }
 
 // flowKey names a port's table in one direction.
@@ -304,13 +299,11 @@ func (p *Pipeline) SetFlows(port uint16, dir FlowDir, t *flowrule.Table, carry [
 	var ws []*Worker
 	for _, w := range p.Workers {
 		if w.runsFlows(port, dir) {
-			if w.nextFlows.Load() != nil {
-				return fmt.Errorf("lcore %d has not taken the previous flow table yet", w.Lcore)
-			}
 			ws = append(ws, w)
 		}
 	}
 	inst := &flowInstall{t: t}
+	var errs []error
 	for _, w := range ws {
 		u := &flowUpdate{port: port, dir: dir, carry: carry}
 		if t != nil {
@@ -320,11 +313,14 @@ func (p *Pipeline) SetFlows(port uint16, dir FlowDir, t *flowrule.Table, carry [
 			inst.workers = append(inst.workers, w)
 			inst.pfs = append(inst.pfs, u.pf)
 		}
-		w.nextFlows.Store(u)
+		errs = append(errs, w.do("flow table", func() bool {
+			w.takeFlows(u)
+			return true
+		}))
 	}
-	err := handOver(ws, func(w *Worker) bool { return w.nextFlows.Load() != nil }, (*Worker).takeFlows, "flow table")
-	// A worker that missed the deadline takes the table when it gets
-	// back to its loop: record it as installed either way.
+	// A worker that did not take the table keeps its old one, and counts
+	// nothing into the new one's state.
+	err := errors.Join(errs...)
 	key := flowKey{port, dir}
 	if t == nil {
 		delete(p.flows.tables, key)
@@ -350,15 +346,12 @@ func (p *Pipeline) FlowCounters(port uint16, dir FlowDir) FlowStats {
 	s := FlowStats{Table: inst.t, Rules: make([]flowrule.Counter, len(inst.t.Rules()))}
 	for i, w := range inst.workers {
 		pf := inst.pfs[i]
-		w.snap.mu.Lock()
-		w.snap.flows.Store(true)
-		if !w.published() {
+		w.do("flow counters snapshot", func() bool {
 			w.fs.publish()
-		}
-		w.snap.flows.Store(false)
-		s.Rules = flowrule.AddCounters(s.Rules, pf.pub)
-		s.NotApplicable += pf.pubNA
-		w.snap.mu.Unlock()
+			s.Rules = flowrule.AddCounters(s.Rules, pf.pub)
+			s.NotApplicable += pf.pubNA
+			return true
+		})
 	}
 	return s
 }

@@ -532,7 +532,7 @@ func TestFlowPollDoesNotAllocate(t *testing.T) {
 			k := 0
 			allocs := testing.AllocsPerRun(2000, func() {
 				w.Poll()
-				w.serveSnapshot()
+				w.serveMailbox()
 				for q := &w.step.Txq[0]; q.Room() > 0; k++ {
 					m := pool.Alloc()
 					if m == nil || m.SetData(refill[k%2]) != nil {

@@ -199,10 +199,10 @@ func (p *Pipeline) Start() error {
 		w.stop.Store(false)
 		// Looping from before the launch: the control plane must not
 		// touch the worker's state itself while the loop starts.
-		w.snap.mu.Lock()
+		w.box.mu.Lock()
 		w.looping.Store(true)
 		err := dpdk.Launch(w.Lcore, w.Loop)
-		w.snap.mu.Unlock()
+		w.box.mu.Unlock()
 		if err != nil {
 			w.looping.Store(false)
 			for _, v := range p.Workers[:i] {

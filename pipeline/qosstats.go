@@ -29,7 +29,7 @@ type ingressStats struct {
 }
 
 // publish copies the worker's QoS counters; the worker calls it (from
-// serveSnapshot) or the control plane does when the worker is stopped.
+// a mailbox job) or the control plane does when the worker is stopped.
 func (qs *qosStage) publish(now int64) {
 	for i := range qs.eg {
 		e := &qs.eg[i]
@@ -211,13 +211,14 @@ func (w *Worker) qosStats() ([]egressStats, []ingressStats) {
 	if qs == nil {
 		return nil, nil
 	}
-	w.snap.mu.Lock()
-	defer w.snap.mu.Unlock()
-	if !w.published() {
+	// Sized here: a job allocates nothing on the worker.
+	eg, in := make([]egressStats, len(qs.pub)), make([]ingressStats, len(qs.pubIn))
+	w.do("QoS counters snapshot", func() bool {
 		qs.publish(w.clockNow())
-	}
-	eg := append([]egressStats(nil), qs.pub...)
-	in := append([]ingressStats(nil), qs.pubIn...)
+		copy(eg, qs.pub)
+		copy(in, qs.pubIn)
+		return true
+	})
 	sort.Slice(eg, func(i, j int) bool { return eg[i].port < eg[j].port })
 	return eg, in
 }

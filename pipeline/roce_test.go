@@ -96,7 +96,7 @@ func testRoCEPollAllocs(t *testing.T, tune ...func(*Spec)) {
 	w := primeRing(t, p, set)
 	allocs := testing.AllocsPerRun(2000, func() {
 		w.Poll()
-		w.serveSnapshot()
+		w.serveMailbox()
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per poll", allocs)

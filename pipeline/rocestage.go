@@ -2,8 +2,6 @@ package pipeline
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -24,12 +22,10 @@ type roceStage struct {
 	res           []roce.Result        // one per packet of a burst
 	gone          []bool               // the packet was dropped or consumed while classified
 	ports         []rocestats.Counters // per rx queue, in the worker's order
-	pub           []rocestats.Counters // published copy (snapshot handshake)
 	qp            *qpstats.Table
 	qpMem         unsafe.Pointer // DPDK memory holding qp
 	batch         *qpstats.Batch
-	qpSnap        qpSnapshot
-	qpReset       atomic.Bool // the control plane asks for an empty QP table
+	qpCopy        []qpstats.Entry // where a copy of qp is made, Slots long
 }
 
 // initRoCE makes the roce stage for rxQueues rx queues and bursts of up to
@@ -44,7 +40,6 @@ func (w *Worker) initRoCE(spec *RoCESpec, rxQueues, burst int) error {
 		res:           make([]roce.Result, burst),
 		gone:          make([]bool, burst),
 		ports:         make([]rocestats.Counters, rxQueues),
-		pub:           make([]rocestats.Counters, rxQueues),
 	}
 	if spec.QPTable > 0 {
 		mem, err := dpdk.Zmalloc("the QP table", uintptr(qpstats.Footprint(spec.QPTable)), w.Socket)
@@ -54,7 +49,7 @@ func (w *Worker) initRoCE(spec *RoCESpec, rxQueues, burst int) error {
 		rs.qpMem = mem
 		rs.qp = qpstats.NewAt(mem, spec.QPTable, spec.QPMaxAge.Nanoseconds())
 		rs.batch = qpstats.NewBatch(burst)
-		rs.qpSnap.buf = make([]qpstats.Entry, 0, rs.qp.Stats().Slots)
+		rs.qpCopy = make([]qpstats.Entry, 0, rs.qp.Stats().Slots)
 	}
 	w.rs = rs
 	return nil
@@ -184,42 +179,10 @@ func (c *tscClock) ns(tsc uint64) int64 {
 	return c.baseNS + int64(float64(tsc-c.baseTSC)*c.nsPerTick)
 }
 
-// qpSnapshot copies a running worker's QP table for the control plane a
-// chunk per poll: a whole table (hundreds of KB) at once would stall the
-// worker long enough for a NIC's rx ring to overflow.
-type qpSnapshot struct {
-	mu     sync.Mutex // one control-plane reader at a time
-	req    atomic.Uint64
-	ack    atomic.Uint64
-	active uint64 // request being served (worker only)
-	pos    int    // next slot to copy (worker only)
-	buf    []qpstats.Entry
-	stats  qpstats.TableStats
-}
-
-// qpChunk is how many slots a worker copies per poll (about a microsecond).
+// qpChunk is how many slots a worker copies per poll (about a
+// microsecond): a whole table (megabytes) at once would stall the worker
+// long enough for a NIC's rx ring to overflow.
 const qpChunk = 256
-
-func (rs *roceStage) serveQP() {
-	if rs.qpReset.Load() {
-		rs.qp.Reset()
-		rs.qpReset.Store(false)
-	}
-	s := &rs.qpSnap
-	if s.active == 0 {
-		r := s.req.Load()
-		if r == s.ack.Load() {
-			return
-		}
-		s.active, s.pos, s.buf = r, 0, s.buf[:0]
-	}
-	s.buf, s.pos = rs.qp.CopyChunk(s.buf, s.pos, qpChunk)
-	if s.pos >= rs.qp.Stats().Slots {
-		s.stats = rs.qp.Stats()
-		s.ack.Store(s.active)
-		s.active = 0
-	}
-}
 
 // qpEntries returns a copy of the worker's QP table and its stats.
 func (w *Worker) qpEntries() ([]qpstats.Entry, qpstats.TableStats) {
@@ -227,21 +190,21 @@ func (w *Worker) qpEntries() ([]qpstats.Entry, qpstats.TableStats) {
 	if rs == nil || rs.qp == nil {
 		return nil, qpstats.TableStats{}
 	}
-	s := &rs.qpSnap
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if w.looping.Load() {
-		r := s.req.Add(1)
-		deadline := time.Now().Add(2 * snapshotWait)
-		for s.ack.Load() < r && w.looping.Load() && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Microsecond)
+	var out []qpstats.Entry
+	var st qpstats.TableStats
+	buf, pos := rs.qpCopy[:0], 0
+	err := w.do("QP table copy", func() bool {
+		buf, pos = rs.qp.CopyChunk(buf, pos, qpChunk)
+		if pos < rs.qp.Stats().Slots {
+			return false
 		}
-		if s.ack.Load() >= r {
-			return append([]qpstats.Entry(nil), s.buf...), s.stats
-		}
+		st = rs.qp.Stats()
+		return true
+	})
+	if err == nil {
+		out = append(out, buf...)
 	}
-	entries, st := rs.qp.CopyTo(nil)
-	return entries, st
+	return out, st
 }
 
 // RoCEByPort merges every worker's RoCE counters by rx port.

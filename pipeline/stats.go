@@ -4,8 +4,6 @@ import (
 	"math/bits"
 	"strconv"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"roce-fwd/rocestats"
 )
@@ -43,79 +41,38 @@ type lcoreCounters struct {
 	drops      [NumReasons]uint64
 }
 
-// snapshot is the handshake through which a running worker publishes a
-// copy of its counters: the control plane bumps req and waits for ack;
-// the worker, between two bursts, sees req != ack, copies, and stores ack.
-// The worker pays one plain load per burst.
+// snapshot is the last copy of the worker's counters the control plane
+// got, for a reader when the worker does not answer.
 type snapshot struct {
-	mu  sync.Mutex // one control-plane reader at a time
-	req atomic.Uint64
-	ack atomic.Uint64
-	pub lcoreCounters
-	// flows asks for the flow tables' counters too: they can be large,
-	// so only the reader that wants them makes the worker copy them.
-	flows atomic.Bool
+	mu   sync.Mutex
+	pub  lcoreCounters
+	roce []rocestats.Counters // in roce mode, per rx queue
 }
 
-// snapshotWait bounds how long a reader waits for a busy worker.
-const snapshotWait = time.Second
-
-// serveSnapshot is called by the worker between bursts.
-func (w *Worker) serveSnapshot() {
-	if r := w.snap.req.Load(); r != w.snap.ack.Load() {
-		w.snap.pub = w.c
-		if w.rs != nil {
-			copy(w.rs.pub, w.rs.ports)
-		}
-		if w.qs != nil {
-			w.qs.publish(w.now)
-		}
-		if w.snap.flows.Load() {
-			w.fs.publish()
-		}
-		w.snap.ack.Store(r)
-	}
-	if w.rs != nil && w.rs.qp != nil {
-		w.rs.serveQP()
-	}
-}
-
-// counters returns a consistent copy of the worker's counters and, in
-// roce mode, copies its per-rx-queue RoCE counters into rc.
+// counters returns a consistent copy of the worker's counters (the
+// worker copies them between two polls) and, in roce mode, copies its
+// per-rx-queue RoCE counters into rc. If a running worker does not
+// answer (stuck inside a PMD), it is the last copy made.
 func (w *Worker) counters(rc []rocestats.Counters) lcoreCounters {
+	var c lcoreCounters
+	err := w.do("counters snapshot", func() bool {
+		c = w.c
+		if w.rs != nil {
+			copy(rc, w.rs.ports)
+		}
+		return true
+	})
 	w.snap.mu.Lock()
 	defer w.snap.mu.Unlock()
-	if w.published() {
-		if w.rs != nil {
-			copy(rc, w.rs.pub)
-		}
+	if err != nil {
+		copy(rc, w.snap.roce)
 		return w.snap.pub
 	}
-	// Stopped: its last writes happened before rte_eal_wait_lcore returned.
-	if w.rs != nil {
-		copy(rc, w.rs.ports)
+	w.snap.pub = c
+	if len(rc) > 0 {
+		w.snap.roce = append(w.snap.roce[:0], rc...)
 	}
-	return w.c
-}
-
-// published asks a running worker for a copy and waits for it. False
-// means the worker is not running and its counters may be read directly.
-func (w *Worker) published() bool {
-	if !w.looping.Load() {
-		return false
-	}
-	r := w.snap.req.Add(1)
-	deadline := time.Now().Add(snapshotWait)
-	for w.snap.ack.Load() < r {
-		if !w.looping.Load() {
-			return false
-		}
-		if time.Now().After(deadline) {
-			return true // a worker stuck inside a PMD: the last copy it made
-		}
-		time.Sleep(20 * time.Microsecond)
-	}
-	return true
+	return c
 }
 
 // LcoreStats is a snapshot of one worker's counters.

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"roce-fwd/qos"
 )
@@ -91,10 +90,13 @@ func (p *Pipeline) Update(t Tables) error {
 		errsBefore += w.tableErrors.Load()
 	}
 	for i, w := range p.Workers {
-		w.next.Store(views[i])
-	}
-	if err := handOver(p.Workers, func(w *Worker) bool { return w.next.Load() != nil }, (*Worker).takeTables, "tables"); err != nil {
-		return err
+		v := views[i]
+		if err := w.do("new tables", func() bool {
+			w.takeTables(v)
+			return true
+		}); err != nil {
+			return err
+		}
 	}
 	var errsAfter uint64
 	for _, w := range p.Workers {
@@ -119,26 +121,6 @@ func (p *Pipeline) Update(t Tables) error {
 			pc := p.Spec.QoS.Ports[id]
 			pc.Config = c
 			p.Spec.QoS.Ports[id] = pc
-		}
-	}
-	return nil
-}
-
-// handOver waits until each worker of ws has taken what the control
-// plane left for it (pending reports that it is still there), at most a
-// second in all: a running worker takes it after its current poll. The
-// control plane applies it itself (take) to a worker that is not running.
-func handOver(ws []*Worker, pending func(*Worker) bool, take func(*Worker), what string) error {
-	deadline := time.Now().Add(time.Second)
-	for _, w := range ws {
-		for pending(w) && w.looping.Load() && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Microsecond)
-		}
-		if !w.looping.Load() {
-			take(w)
-		}
-		if pending(w) {
-			return fmt.Errorf("lcore %d did not take the new %s within a second", w.Lcore, what)
 		}
 	}
 	return nil
@@ -180,13 +162,8 @@ func (w *Worker) view(t *Tables, p *Pipeline) (*workerTables, error) {
 	return v, nil
 }
 
-// takeTables applies tables handed over by Update, if any; the worker
-// calls it between polls (or the control plane, while it is stopped).
-func (w *Worker) takeTables() {
-	v := w.next.Load()
-	if v == nil {
-		return
-	}
+// takeTables applies tables handed over by Update: a mailbox job.
+func (w *Worker) takeTables(v *workerTables) {
 	if rs := w.rs; rs != nil {
 		rs.tcmap = v.roce.TCMap
 		rs.verifyICRC, rs.dropBadICRC, rs.dropMalformed = v.roce.VerifyICRC, v.roce.DropBadICRC, v.roce.DropMalformed
@@ -213,5 +190,4 @@ func (w *Worker) takeTables() {
 			}
 		}
 	}
-	w.next.CompareAndSwap(v, nil)
 }

@@ -91,10 +91,8 @@ type Worker struct {
 	clock    tscClock
 	now      int64      // unix ns at the start of the current poll, when a stage needs it
 	fs       *flowStage // software flow tables (every mode)
-	// next carries tables from Update until the worker takes them,
-	// nextFlows a flow table from SetFlows.
-	next        atomic.Pointer[workerTables]
-	nextFlows   atomic.Pointer[flowUpdate]
+	box      mailbox    // the control plane's work for the worker
+	// tableErrors counts table swaps the worker could not apply.
 	tableErrors atomic.Uint64
 }
 
@@ -172,18 +170,13 @@ func (w *Worker) Loop() {
 	w.looping.Store(true)
 	for !w.stop.Load() {
 		w.Poll()
-		w.serveSnapshot()
-		if w.next.Load() != nil {
-			w.takeTables()
-		}
-		if w.nextFlows.Load() != nil {
-			w.takeFlows()
-		}
+		w.serveMailbox()
 	}
 	if w.qs != nil {
 		w.drainQoS()
 	}
 	w.step.Flush()
+	w.finishMailbox()
 	w.looping.Store(false)
 }
 
