@@ -165,6 +165,16 @@ func (t *TxQueue) Push(m *Mbuf) {
 	t.n++
 }
 
+// PushAll queues every packet of ms, in order, in one copy. Like Push,
+// it panics rather than lose packets past the queue's capacity.
+func (t *TxQueue) PushAll(ms []*Mbuf) {
+	if len(ms) == 0 {
+		return
+	}
+	copy(t.pkts[t.n:t.n+len(ms)], unsafe.Slice((*uintptr)(unsafe.Pointer(&ms[0])), len(ms)))
+	t.n += len(ms)
+}
+
 // Sent and Dropped are cumulative counts kept by C; safe to read from any
 // goroutine while the worker runs.
 func (t *TxQueue) Sent() uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(&t.c.sent))) }

@@ -68,10 +68,8 @@ type portFlows struct {
 type flowStage struct {
 	in        []*portFlows // per rx source: its port's ingress table, or nil
 	out       []*portFlows // per tx queue: its port's egress table, or nil
-	active    []bool       // per rx source: in or the out it forwards to is set
 	installed []*portFlows // each table once; never grows past its capacity
 	tcmap     roce.TCMap   // io and mac modes' classifier map
-	res       roce.Result  // io and mac modes' classification
 	path      flowrule.Path
 }
 
@@ -79,40 +77,49 @@ func newFlowStage(rxs, txqs int, m *roce.TCMap) *flowStage {
 	return &flowStage{
 		in:        make([]*portFlows, rxs),
 		out:       make([]*portFlows, txqs),
-		active:    make([]bool, rxs),
 		installed: make([]*portFlows, 0, rxs+txqs),
 		tcmap:     *m,
 	}
 }
 
-// runFlows passes a classified packet (pktLen bytes, frame its first
-// segment, r its classification) through the ingress table in and the
-// egress table out, either of which may be nil. False: the packet was
-// dropped, and counted.
-func (w *Worker) runFlows(m *dpdk.Mbuf, frame []byte, r *roce.Result, pktLen int, in, out *portFlows, tcmap *roce.TCMap) bool {
-	if in != nil && !w.applyFlows(in, m, frame, r, pktLen, tcmap) {
-		return false
+// flowClassifyPass classifies the forwarded packets of an io or mac
+// mode burst for the flow rules (without the ICRC check).
+func (w *Worker) flowClassifyPass(b *burst) {
+	fs := w.fs
+	for j, m := range b.pkts {
+		if b.forwarded(j) {
+			roce.Classify(m.Data(), &fs.tcmap, false, &b.res[j])
+		}
 	}
-	return out == nil || w.applyFlows(out, m, frame, r, pktLen, tcmap)
 }
 
-// applyFlows runs one table on a packet.
-func (w *Worker) applyFlows(pf *portFlows, m *dpdk.Mbuf, frame []byte, r *roce.Result, pktLen int, tcmap *roce.TCMap) bool {
+// flowPass runs one table on the forwarded packets of a classified burst.
+func (w *Worker) flowPass(b *burst, pf *portFlows) {
+	for j, m := range b.pkts {
+		if b.forwarded(j) {
+			w.applyFlows(b, j, pf, m)
+		}
+	}
+}
+
+// applyFlows runs one table on packet j of b.
+func (w *Worker) applyFlows(b *burst, j int, pf *portFlows, m *dpdk.Mbuf) {
 	fs := w.fs
+	frame, r := m.Data(), &b.res[j]
 	// A jump into a group where nothing matches still ran the jumping
 	// rules' actions on a NIC: the path, not the final match, decides.
 	pf.t.MatchPath(frame, r, &fs.path)
 	if fs.path.N == 0 {
-		return true
+		return
 	}
-	v := pf.t.ApplyPath(&fs.path, frame, r, pf.st, w.now, pktLen)
+	v := pf.t.ApplyPath(&fs.path, frame, r, pf.st, w.now, m.PktLen())
 	if v.Drop {
 		if v.Reason == flowrule.DropMeter {
-			w.drop(m, DropFlowMeter)
+			b.drop(j, DropFlowMeter)
 		} else {
-			w.drop(m, DropFlowRule)
+			b.drop(j, DropFlowRule)
 		}
-		return false
+		return
 	}
 	if v.HasMark {
 		m.SetMark(v.Mark)
@@ -124,60 +131,19 @@ func (w *Worker) applyFlows(pf *portFlows, m *dpdk.Mbuf, frame []byte, r *roce.R
 		// Apply rewrote r.DSCP: the QoS stage queues by the new one, as
 		// if the NIC had rewritten it before roce-fwd saw the packet. An
 		// egress rewrite happens after scheduling on a NIC: the TC stays.
-		r.TC = tcmap.TC(r)
+		r.TC = w.tcmap().TC(r)
 	}
 	if v.NotInSoftware != 0 {
 		pf.notApplicable++
 	}
-	return true
 }
 
-// flowBurst is the io and mac modes' loop when the rx source's port or
-// its tx port has a table: each frame is classified for the tables
-// (without the ICRC check). Ingress rules see the frame as received,
-// egress rules as sent (after mac mode's rewrite).
-func (w *Worker) flowBurst(i int, pkts []*dpdk.Mbuf, tx int) {
-	fs := w.fs
-	in, out := fs.in[i], fs.out[tx]
-	txq := &w.step.Txq[tx]
-	r := &fs.res
-	var hdr *[12]byte
-	if w.mode == ModeMAC {
-		hdr = &w.macHdr[tx]
+// tcmap is the map the worker's classifier uses.
+func (w *Worker) tcmap() *roce.TCMap {
+	if w.mode == ModeRoCE {
+		return &w.rs.tcmap
 	}
-	for _, m := range pkts {
-		frame := m.Data()
-		if hdr != nil && len(frame) < 14 {
-			w.drop(m, DropRunt)
-			continue
-		}
-		if m.IsMACControl() {
-			w.consumeMAC(i, m, nil, 0)
-			continue
-		}
-		roce.Classify(frame, &fs.tcmap, false, r)
-		n := m.PktLen()
-		if in != nil && !w.applyFlows(in, m, frame, r, n, &fs.tcmap) {
-			continue
-		}
-		if hdr != nil {
-			copy(frame[:12], hdr[:])
-		}
-		if out != nil && !w.applyFlows(out, m, frame, r, n, &fs.tcmap) {
-			continue
-		}
-		txq.Push(m)
-	}
-}
-
-// syncActive recomputes, per rx source, whether a table runs on its
-// packets, so that a burst without tables costs one check; it follows
-// SetFlows and Update (which moves forwards).
-func (w *Worker) syncActive() {
-	fs := w.fs
-	for i := range w.rx {
-		fs.active[i] = fs.in[i] != nil || fs.out[w.rx[i].tx] != nil
-	}
+	return &w.fs.tcmap
 }
 
 // publish copies the counters of every table into the buffers the
@@ -233,7 +199,6 @@ func (w *Worker) takeFlows(u *flowUpdate) {
 		}
 		fs.installed = append(fs.installed, u.pf)
 	}
-	w.syncActive()
 }
 
 // flowKey names a port's table in one direction.

@@ -123,7 +123,7 @@ func New(spec Spec) (*Pipeline, error) {
 		for _, rx := range ws.Rx {
 			addDest(rx.To)
 		}
-		w := &Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, clock: newTSCClock()}
+		w := &Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, clock: newTSCClock(), b: newBurst(spec.rxBurst())}
 		if spec.QoS != nil {
 			for _, rx := range ws.Rx {
 				if qp := spec.QoS.Ports[rx.Port]; pfcOwner[rx.Port] == wi && qp.SoftwarePFC() {

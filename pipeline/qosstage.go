@@ -259,11 +259,37 @@ func (qs *qosStage) free() {
 	}
 }
 
-// qosEnqueue offers one classified packet, received from rx source src,
-// to egress queue set tx. A refused packet is freed and counted here.
-func (w *Worker) qosEnqueue(src, tx int, m *dpdk.Mbuf, frame []byte, r *roce.Result, n int) {
+// qosPass offers every forwarded packet of a classified burst to the
+// egress queues of its tx port; the queues take it (fateTaken) or refuse
+// it under a drop reason. An idle port's packets cut through to the tx
+// queue, in order.
+func (w *Worker) qosPass(b *burst) {
+	e := &w.qs.eg[b.tx]
+	txq := &w.step.Txq[b.tx]
+	for j, m := range b.pkts {
+		if !b.forwarded(j) {
+			continue
+		}
+		r := &b.res[j]
+		n := m.PktLen()
+		if e.idle && txq.Room() > 0 {
+			e.sched.CutThrough(r.TC, uint32(n))
+			txq.Push(m)
+			b.take(j)
+			continue
+		}
+		if why, refused := w.qosEnqueue(b.src, e, m, r, n); refused {
+			b.drop(j, why)
+		} else {
+			b.take(j)
+		}
+	}
+}
+
+// qosEnqueue offers one classified packet of n bytes, received from rx
+// source src, to egress e, and says why if it was refused.
+func (w *Worker) qosEnqueue(src int, e *egress, m *dpdk.Mbuf, r *roce.Result, n int) (Reason, bool) {
 	qs := w.qs
-	e := &qs.eg[tx]
 	tc := r.TC & 7
 	e.idle = false // this packet waits: so must the ones after it
 	in := qs.rxIn[src]
@@ -276,19 +302,19 @@ func (w *Worker) qosEnqueue(src, tx int, m *dpdk.Mbuf, frame []byte, r *roce.Res
 	markCE, why := e.sched.Enqueue(tc, sl, r.ECN)
 	if why != qos.ReasonNone {
 		reason := dropReasonOf(why, lossless)
-		w.drop(m, reason)
 		if reason == DropLosslessOverflow && w.now-e.overflow[tc] >= overflowEventGap {
 			e.overflow[tc] = w.now
 			qs.events.put(Event{Kind: EventLosslessOverflow, Port: e.port, TC: tc, At: w.now})
 		}
-		return
+		return reason, true
 	}
 	if markCE {
-		qos.MarkCE(frame, int(r.L3), r.IPVersion)
+		qos.MarkCE(m.Data(), int(r.L3), r.IPVersion)
 	}
 	if lossless {
 		qs.in[in].delta[prio] += int64(n)
 	}
+	return 0, false
 }
 
 // overflowEventGap spaces the log lines of a lossless queue that keeps
@@ -310,16 +336,17 @@ func dropReasonOf(r qos.Reason, lossless bool) Reason {
 	return DropQoSTail
 }
 
-// consumeMAC takes a PFC or PAUSE frame received on rx source src off
-// the data path: it pauses the port's egress and is counted, never
-// forwarded.
-func (w *Worker) consumeMAC(src int, m *dpdk.Mbuf, frame []byte, now int64) {
-	w.drop(m, DropMACControl)
+// consumeMAC takes packet j of b, a PFC or PAUSE frame, off the data
+// path: it pauses the port's egress (when QoS runs: frame is then the
+// classified frame) and is counted, never forwarded.
+func (w *Worker) consumeMAC(b *burst, j int, frame []byte) {
+	b.drop(j, DropMACControl)
 	qs := w.qs
 	if qs == nil {
 		return
 	}
-	in := &qs.in[qs.rxIn[src]]
+	now := w.now
+	in := &qs.in[qs.rxIn[b.src]]
 	for i := range qs.eg {
 		if qs.eg[i].port == in.port {
 			qs.eg[i].idle = false // until the next poll has seen the pause
@@ -334,14 +361,14 @@ func (w *Worker) consumeMAC(src int, m *dpdk.Mbuf, frame []byte, now int64) {
 	} else {
 		return
 	}
-	b := &in.shared.board
+	board := &in.shared.board
 	for p := range uint8(qos.NumTC) {
 		if ce&(1<<p) != 0 {
-			b.until[p].Store(in.rx.Until(p))
-			b.at[p].Store(now)
+			board.until[p].Store(in.rx.Until(p))
+			board.at[p].Store(now)
 		}
 	}
-	b.gen.Add(1)
+	board.gen.Add(1)
 }
 
 // syncPause mirrors the port's pause board into this egress.

@@ -12,15 +12,13 @@ import (
 )
 
 // roceStage is the "roce" mode's per-worker state: the classifier's
-// settings, a burst's results, RoCE counters per rx queue, and the per-QP
-// table with its memory.
+// settings, RoCE counters per rx queue, and the per-QP table with its
+// memory and its batch of lookups.
 type roceStage struct {
 	tcmap         roce.TCMap
 	verifyICRC    bool
 	dropBadICRC   bool
 	dropMalformed bool
-	res           []roce.Result        // one per packet of a burst
-	gone          []bool               // the packet was dropped or consumed while classified
 	ports         []rocestats.Counters // per rx queue, in the worker's order
 	qp            *qpstats.Table
 	qpMem         unsafe.Pointer // DPDK memory holding qp
@@ -37,8 +35,6 @@ func (w *Worker) initRoCE(spec *RoCESpec, rxQueues, burst int) error {
 		verifyICRC:    spec.VerifyICRC,
 		dropBadICRC:   spec.DropBadICRC,
 		dropMalformed: spec.DropMalformed,
-		res:           make([]roce.Result, burst),
-		gone:          make([]bool, burst),
 		ports:         make([]rocestats.Counters, rxQueues),
 	}
 	if spec.QPTable > 0 {
@@ -61,32 +57,23 @@ func (rs *roceStage) free() {
 	rs.qpMem, rs.qp = nil, nil
 }
 
-// roceBurst classifies, counts and forwards one rx queue's burst, in
-// passes over the whole burst so that the QP table's cache misses overlap
-// (qpstats: Stage, Find, Update):
-//
-//  1. classify every packet and count it; stage RoCE packets' QP lookups;
-//     drop or consume what is not forwarded;
-//  2. find every staged packet's QP slot, prefetching buckets and slots;
-//  3. count each staged packet into its slot, then send the packet on:
-//     through the ports' flow tables if they have any, then into the
-//     egress port's QoS queues when the QoS stage is on, else straight to
-//     its tx queue.
-func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
+// classifyPass classifies every packet of the burst and counts it. A
+// RoCEv2 packet's QP lookup is staged (qpstats: hashed now, found and
+// counted by qpPass); a bad ICRC or a malformed frame is dropped if the
+// config says so, and a PFC or PAUSE frame is consumed.
+func (w *Worker) classifyPass(b *burst) {
 	rs := w.rs
-	st := &rs.ports[i]
-	res, gone := rs.res[:len(pkts)], rs.gone[:len(pkts)]
+	st := &rs.ports[b.src]
 	qp, batch := rs.qp, rs.batch
 	if qp != nil {
 		batch.Reset()
 	}
-	for j, m := range pkts {
+	for j, m := range b.pkts {
 		frame := m.Data()
-		r := &res[j]
+		r := &b.res[j]
 		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
 		if r.RoCE && r.Err == roce.ReasonNone {
 			st.AddRoCE(r, m.PktLen())
-			gone[j] = false
 			if qp != nil {
 				qp.Stage(batch, frame, r)
 			}
@@ -95,72 +82,54 @@ func (w *Worker) roceBurst(i int, pkts []*dpdk.Mbuf, tx int) {
 		if r.Err == roce.ErrBadICRC && qp != nil {
 			qp.Stage(batch, frame, r)
 		}
-		gone[j] = !w.roceOther(i, m, frame, r)
-	}
-	if qp != nil {
-		qp.Find(batch, w.now)
-	}
-
-	txq := &w.step.Txq[tx]
-	fs := w.fs
-	flows, fin, fout := fs.active[i], fs.in[i], fs.out[tx]
-	var eg *egress // the egress port's QoS state, fixed for the burst
-	if w.qs != nil {
-		eg = &w.qs.eg[tx]
-	}
-	k := 0 // staged packets counted so far
-	for j, m := range pkts {
-		r := &res[j]
-		n := m.PktLen()
-		if qp != nil && r.RoCE && (r.Err == roce.ReasonNone || r.Err == roce.ErrBadICRC) {
-			qp.Update(batch, k, m.Data(), r, n, w.now)
-			k++
-		}
-		if gone[j] {
-			continue
-		}
-		if flows && !w.runFlows(m, m.Data(), r, n, fin, fout, &rs.tcmap) {
-			continue
-		}
-		if eg != nil {
-			// An idle port's cut-through, here rather than in qosEnqueue
-			// so that the common case costs no call.
-			if eg.idle && txq.Room() > 0 {
-				eg.sched.CutThrough(r.TC, uint32(n))
-				txq.Push(m)
-				continue
-			}
-			w.qosEnqueue(i, tx, m, m.Data(), r, n)
-			continue
-		}
-		txq.Push(m)
+		w.roceOther(b, j, frame)
 	}
 }
 
-// roceOther counts a frame that is not well-formed RoCEv2 and reports
-// whether it goes on to be forwarded: a bad ICRC or a malformed frame is
-// dropped if the config says so, and a PFC or PAUSE frame is consumed.
-// Tagged 0x8808 frames are forwarded, as in io and mac modes: MAC control
-// frames are never tagged.
-func (w *Worker) roceOther(i int, m *dpdk.Mbuf, frame []byte, r *roce.Result) bool {
+// observed reports whether classifyPass staged a packet's QP lookup.
+func observed(r *roce.Result) bool {
+	return r.RoCE && (r.Err == roce.ReasonNone || r.Err == roce.ErrBadICRC)
+}
+
+// qpPass counts the staged packets into the per-QP table: first every
+// slot is found (its bucket and then the slot prefetched for the whole
+// burst), then each packet is counted into its slot.
+func (w *Worker) qpPass(b *burst) {
+	qp, batch := w.rs.qp, w.rs.batch
+	if qp == nil || batch.Len() == 0 {
+		return
+	}
+	qp.Find(batch, w.now)
+	k := 0
+	for j, m := range b.pkts {
+		if r := &b.res[j]; observed(r) {
+			qp.Update(batch, k, m.Data(), r, m.PktLen(), w.now)
+			k++
+		}
+	}
+}
+
+// roceOther counts packet j of b, a frame that is not well-formed RoCEv2,
+// and decides its fate: a bad ICRC or a malformed frame is dropped if the
+// config says so, and a PFC or PAUSE frame is consumed. Tagged 0x8808
+// frames are forwarded, as in io and mac modes: MAC control frames are
+// never tagged.
+func (w *Worker) roceOther(b *burst, j int, frame []byte) {
 	rs := w.rs
-	rs.ports[i].Add(frame, r, m.PktLen())
+	r := &b.res[j]
+	rs.ports[b.src].Add(frame, r, b.pkts[j].PktLen())
 	switch {
 	case r.Err == roce.ErrBadICRC:
 		if rs.dropBadICRC {
-			w.drop(m, DropBadICRC)
-			return false
+			b.drop(j, DropBadICRC)
 		}
 	case r.Err != roce.ReasonNone:
 		if rs.dropMalformed {
-			w.drop(m, DropMalformed)
-			return false
+			b.drop(j, DropMalformed)
 		}
 	case r.EtherType == roce.EtherTypeMACControl && !r.Tagged:
-		w.consumeMAC(i, m, frame, w.now)
-		return false
+		w.consumeMAC(b, j, frame)
 	}
-	return true
 }
 
 // tscClock turns TSC readings into wall-clock nanoseconds, so the worker

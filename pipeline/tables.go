@@ -172,7 +172,6 @@ func (w *Worker) takeTables(v *workerTables) {
 	for i := range w.rx {
 		w.rx[i].tx = v.rxTx[i]
 	}
-	w.syncActive()
 	if qs := w.qs; qs != nil {
 		now := w.clock.ns(w.step.TSC())
 		for i := range qs.eg {

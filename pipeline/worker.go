@@ -1,22 +1,25 @@
 // Package pipeline is roce-fwd's data path: one poll loop per worker lcore
 // over the (port, rx queue) pairs the placement plan gave it.
 //
-// A packet's life, top to bottom in Worker.Poll:
+// A packet's life, top to bottom in Worker.Poll and Worker.handle:
 //
 //  1. dpdk.Step.Run — one cgo call — transmits what the previous poll
-//     queued, frees what it dropped, and receives up to a burst from the
-//     next (port, queue) in round-robin order.
-//  2. The mode's stage handles each packet: "io" forwards it untouched,
-//     "mac" rewrites the Ethernet addresses like testpmd's mac mode,
-//     "roce" classifies and counts it (rocestage.go).
-//  3. The software flow stage (flowstage.go), when the rx port has an
-//     ingress table or the tx port an egress table, runs the rules.
-//  4. The packet goes through the QoS stage (qosstage.go, roce mode) or
-//     is pushed on the worker's tx queue of the port its rx port forwards
-//     to, or it is dropped under a named Reason.
+//     queued, frees what it dropped, and receives a burst from each of
+//     the worker's (port, queue)s.
+//  2. Each burst goes through the stages, each a pass over the whole
+//     burst that records a fate per packet (burst.go): the mode's pass
+//     ("io" forwards untouched, "mac" rewrites the Ethernet addresses
+//     like testpmd's mac mode, "roce" classifies, counts and looks up
+//     the per-QP table: rocestage.go), the software flow rules
+//     (flowstage.go) when the rx port has an ingress table or the tx port
+//     an egress table, and the QoS stage (qosstage.go, roce mode).
+//  3. dispose sends each packet out of the tx queue of the port its rx
+//     port forwards to, or counts it under a named Reason (reasons.go),
+//     or leaves it to the stage that took it (the QoS queues).
 //
-// Counters are per worker, on their own cache lines, updated once per
-// burst. Nothing here allocates, locks or calls C per packet.
+// The control plane reaches a worker only through its mailbox
+// (mailbox.go). Counters are per worker, on their own cache lines.
+// Nothing here allocates, locks or calls C per packet.
 package pipeline
 
 import (
@@ -91,6 +94,7 @@ type Worker struct {
 	clock    tscClock
 	now      int64      // unix ns at the start of the current poll, when a stage needs it
 	fs       *flowStage // software flow tables (every mode)
+	b        burst      // the burst being handled
 	box      mailbox    // the control plane's work for the worker
 	// tableErrors counts table swaps the worker could not apply.
 	tableErrors atomic.Uint64
@@ -98,8 +102,8 @@ type Worker struct {
 
 // Poll is one step of the loop: a burst in from every rx queue of the
 // worker (one cgo call for all of them, which also sent the previous
-// poll's packets), each handled and queued out. It returns the number of
-// packets received.
+// poll's packets), each burst through the stages, and the QoS stage's
+// transmissions. It returns the number of packets received.
 func (w *Worker) Poll() int {
 	total := w.step.Run()
 
@@ -112,57 +116,90 @@ func (w *Worker) Poll() int {
 	if w.qs != nil || total > 0 && (w.rs != nil || len(w.fs.installed) > 0) {
 		w.now = w.clock.ns(tsc)
 	}
-
 	for i := range w.rx {
 		pkts := w.step.Rx(i)
-		n := len(pkts)
-		w.c.hist[histBucket(n)]++
-		if n == 0 {
+		w.c.hist[histBucket(len(pkts))]++
+		if len(pkts) == 0 {
 			continue
 		}
-		tx := w.rx[i].tx
-		txq := &w.step.Txq[tx]
-		switch w.mode {
-		case ModeIO:
-			if w.fs.active[i] {
-				w.flowBurst(i, pkts, tx)
-				break
-			}
-			for _, m := range pkts {
-				if m.IsMACControl() {
-					w.consumeMAC(i, m, nil, 0)
-					continue
-				}
-				txq.Push(m)
-			}
-		case ModeMAC:
-			if w.fs.active[i] {
-				w.flowBurst(i, pkts, tx)
-				break
-			}
-			hdr := &w.macHdr[tx]
-			for _, m := range pkts {
-				d := m.Data()
-				if len(d) < 14 {
-					w.drop(m, DropRunt)
-					continue
-				}
-				if m.IsMACControl() {
-					w.consumeMAC(i, m, nil, 0)
-					continue
-				}
-				copy(d[:12], hdr[:])
-				txq.Push(m)
-			}
-		case ModeRoCE:
-			w.roceBurst(i, pkts, tx)
-		}
+		w.b.reset(i, w.rx[i].tx, pkts)
+		w.handle(&w.b)
 	}
 	w.c.packets += uint64(total)
 	if w.qs != nil {
 		w.qosTx(w.now)
 	}
 	return total
+}
+
+// handle takes a burst through the stages of the worker's mode, each a
+// pass over the whole burst, and disposes of it.
+func (w *Worker) handle(b *burst) {
+	in, out := w.fs.in[b.src], w.fs.out[b.tx] // software flow tables, or nil
+	switch w.mode {
+	case ModeIO:
+		w.ioPass(b) // MAC control frames are consumed
+	case ModeMAC:
+		w.macPass(b, in == nil) // ingress rules see the addresses as received
+	case ModeRoCE:
+		w.classifyPass(b) // rocestage.go: classify, count, stage QP lookups
+		w.qpPass(b)       // the per-QP table
+	}
+	if in != nil || out != nil {
+		if w.mode != ModeRoCE {
+			w.flowClassifyPass(b) // flowstage.go
+		}
+		if in != nil {
+			w.flowPass(b, in)
+			if w.mode == ModeMAC {
+				w.rewritePass(b)
+			}
+		}
+		if out != nil {
+			w.flowPass(b, out) // egress rules see the frames as sent
+		}
+	}
+	if w.qs != nil {
+		w.qosPass(b) // qosstage.go: egress queues, WRED-ECN, PFC
+	}
+	w.dispose(b) // burst.go
+}
+
+// ioPass forwards every frame untouched, but PFC and PAUSE frames, which
+// the port consumes.
+func (w *Worker) ioPass(b *burst) {
+	for j, m := range b.pkts {
+		if m.IsMACControl() {
+			w.consumeMAC(b, j, nil)
+		}
+	}
+}
+
+// macPass drops runts, consumes PFC and PAUSE frames and, with rewrite,
+// sets the Ethernet addresses as testpmd's mac mode does.
+func (w *Worker) macPass(b *burst, rewrite bool) {
+	hdr := &w.macHdr[b.tx]
+	for j, m := range b.pkts {
+		d := m.Data()
+		switch {
+		case len(d) < 14:
+			b.drop(j, DropRunt)
+		case m.IsMACControl():
+			w.consumeMAC(b, j, nil)
+		case rewrite:
+			copy(d[:12], hdr[:])
+		}
+	}
+}
+
+// rewritePass is macPass's rewrite, after the ingress flow rules.
+func (w *Worker) rewritePass(b *burst) {
+	hdr := &w.macHdr[b.tx]
+	for j, m := range b.pkts {
+		if b.forwarded(j) {
+			copy(m.Data()[:12], hdr[:])
+		}
+	}
 }
 
 // Loop polls until Stop, then transmits what is still queued.
