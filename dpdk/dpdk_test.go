@@ -4,21 +4,35 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
 // The tests share one EAL (it initialises once per process) on virtual
 // devices, without hugepages.
 func TestMain(m *testing.M) {
+	prefix := fmt.Sprintf("rf-dpdk-test-%d", os.Getpid())
 	args := []string{"--no-huge", "-m", "256", "--no-pci", "--no-shconf",
-		"--file-prefix", fmt.Sprintf("rf-dpdk-test-%d", os.Getpid()), "-l", "0-1", "--log-level", "*:error"}
+		"--file-prefix", prefix, "-l", "0-1", "--log-level", "*:error"}
 	if err := Init(args); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	dir := RuntimeDir()
 	code := m.Run()
 	if err := Cleanup(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	// EAL leaves its runtime directory (and the telemetry socket in it)
+	// behind; this one is the test binary's own.
+	if filepath.Base(dir) == prefix {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	} else {
+		fmt.Fprintf(os.Stderr, "EAL runtime directory %q is not named after the file prefix %q\n", dir, prefix)
 		code = 1
 	}
 	os.Exit(code)

@@ -15,46 +15,215 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
-
-	"roce-fwd/flowrule"
 )
 
-// ErrFlowNotOffloadable is wrapped by CompileFlow's error for a rule that
-// rte_flow in DPDK 22.11 cannot express: such rules run in software only
-// (flowrule.Table).
-var ErrFlowNotOffloadable = errors.New("not offloadable with DPDK 22.11 rte_flow")
+// FlowItemType is a pattern item type, numbered as DPDK 22.11 numbers
+// them (enum rte_flow_item_type).
+type FlowItemType int
 
-// Item and action type numbers of DPDK 22.11 (RTE_FLOW_ITEM_TYPE_*,
-// RTE_FLOW_ACTION_TYPE_*) that CompileFlow produces; FlowDescription reports
-// them.
+// The item types NewFlowSpec takes (and END, which it appends).
 const (
-	FlowItemEnd  = int(C.RTE_FLOW_ITEM_TYPE_END)
-	FlowItemEth  = int(C.RTE_FLOW_ITEM_TYPE_ETH)
-	FlowItemVLAN = int(C.RTE_FLOW_ITEM_TYPE_VLAN)
-	FlowItemIPv4 = int(C.RTE_FLOW_ITEM_TYPE_IPV4)
-	FlowItemIPv6 = int(C.RTE_FLOW_ITEM_TYPE_IPV6)
-	FlowItemUDP  = int(C.RTE_FLOW_ITEM_TYPE_UDP)
-	FlowItemTCP  = int(C.RTE_FLOW_ITEM_TYPE_TCP)
-
-	FlowActionEnd         = int(C.RTE_FLOW_ACTION_TYPE_END)
-	FlowActionJump        = int(C.RTE_FLOW_ACTION_TYPE_JUMP)
-	FlowActionMark        = int(C.RTE_FLOW_ACTION_TYPE_MARK)
-	FlowActionFlag        = int(C.RTE_FLOW_ACTION_TYPE_FLAG)
-	FlowActionQueue       = int(C.RTE_FLOW_ACTION_TYPE_QUEUE)
-	FlowActionDrop        = int(C.RTE_FLOW_ACTION_TYPE_DROP)
-	FlowActionCount       = int(C.RTE_FLOW_ACTION_TYPE_COUNT)
-	FlowActionRSS         = int(C.RTE_FLOW_ACTION_TYPE_RSS)
-	FlowActionMeter       = int(C.RTE_FLOW_ACTION_TYPE_METER)
-	FlowActionSetIPv4DSCP = int(C.RTE_FLOW_ACTION_TYPE_SET_IPV4_DSCP)
-	FlowActionSetIPv6DSCP = int(C.RTE_FLOW_ACTION_TYPE_SET_IPV6_DSCP)
+	FlowItemEnd  FlowItemType = C.RTE_FLOW_ITEM_TYPE_END
+	FlowItemEth  FlowItemType = C.RTE_FLOW_ITEM_TYPE_ETH
+	FlowItemVLAN FlowItemType = C.RTE_FLOW_ITEM_TYPE_VLAN
+	FlowItemIPv4 FlowItemType = C.RTE_FLOW_ITEM_TYPE_IPV4
+	FlowItemIPv6 FlowItemType = C.RTE_FLOW_ITEM_TYPE_IPV6
+	FlowItemUDP  FlowItemType = C.RTE_FLOW_ITEM_TYPE_UDP
+	FlowItemTCP  FlowItemType = C.RTE_FLOW_ITEM_TYPE_TCP
 )
 
-// FlowSpec is a rule compiled into the C arrays rte_flow takes:
-// rte_flow_attr, the rte_flow_item pattern and the rte_flow_action list,
-// each END-terminated, with their spec/mask/last and configuration
-// structures. It owns that C memory until Free. The PMD copies what it
-// needs, so a FlowSpec may be freed once the call that used it returned.
-// A FlowSpec is not safe for concurrent use.
+// String is testpmd's name of the item ("ipv4").
+func (t FlowItemType) String() string {
+	switch t {
+	case FlowItemEnd:
+		return "end"
+	case FlowItemEth:
+		return "eth"
+	case FlowItemVLAN:
+		return "vlan"
+	case FlowItemIPv4:
+		return "ipv4"
+	case FlowItemIPv6:
+		return "ipv6"
+	case FlowItemUDP:
+		return "udp"
+	case FlowItemTCP:
+		return "tcp"
+	}
+	return fmt.Sprintf("item-type-%d", int(t))
+}
+
+// FlowActionType is an action type, numbered as DPDK 22.11 numbers them
+// (enum rte_flow_action_type).
+type FlowActionType int
+
+// The action types NewFlowSpec takes (and END, which it appends), and
+// METER, which it does not take yet.
+const (
+	FlowActionEnd         FlowActionType = C.RTE_FLOW_ACTION_TYPE_END
+	FlowActionJump        FlowActionType = C.RTE_FLOW_ACTION_TYPE_JUMP
+	FlowActionMark        FlowActionType = C.RTE_FLOW_ACTION_TYPE_MARK
+	FlowActionFlag        FlowActionType = C.RTE_FLOW_ACTION_TYPE_FLAG
+	FlowActionQueue       FlowActionType = C.RTE_FLOW_ACTION_TYPE_QUEUE
+	FlowActionDrop        FlowActionType = C.RTE_FLOW_ACTION_TYPE_DROP
+	FlowActionCount       FlowActionType = C.RTE_FLOW_ACTION_TYPE_COUNT
+	FlowActionRSS         FlowActionType = C.RTE_FLOW_ACTION_TYPE_RSS
+	FlowActionMeter       FlowActionType = C.RTE_FLOW_ACTION_TYPE_METER
+	FlowActionSetIPv4DSCP FlowActionType = C.RTE_FLOW_ACTION_TYPE_SET_IPV4_DSCP
+	FlowActionSetIPv6DSCP FlowActionType = C.RTE_FLOW_ACTION_TYPE_SET_IPV6_DSCP
+)
+
+// String is testpmd's name of the action ("set_ipv4_dscp").
+func (t FlowActionType) String() string {
+	switch t {
+	case FlowActionEnd:
+		return "end"
+	case FlowActionJump:
+		return "jump"
+	case FlowActionMark:
+		return "mark"
+	case FlowActionFlag:
+		return "flag"
+	case FlowActionQueue:
+		return "queue"
+	case FlowActionDrop:
+		return "drop"
+	case FlowActionCount:
+		return "count"
+	case FlowActionRSS:
+		return "rss"
+	case FlowActionMeter:
+		return "meter"
+	case FlowActionSetIPv4DSCP:
+		return "set_ipv4_dscp"
+	case FlowActionSetIPv6DSCP:
+		return "set_ipv6_dscp"
+	}
+	return fmt.Sprintf("action-type-%d", int(t))
+}
+
+// FlowAttr is rte_flow_attr.
+type FlowAttr struct {
+	Group, Priority           uint32
+	Ingress, Egress, Transfer bool
+}
+
+// FlowItem is one rte_flow_item: its type and what its spec, last and
+// mask point at. A nil Spec, Last or Mask is a NULL pointer (rte_flow:
+// no spec matches any header of the type; no mask is the type's default
+// mask; no last is no range). A non-nil one must be the type's structure:
+// FlowEth for FlowItemEth, FlowVLAN for FlowItemVLAN, and so on.
+type FlowItem struct {
+	Type             FlowItemType
+	Spec, Last, Mask FlowItemSpec
+}
+
+// FlowItemSpec is the Go form of an item structure (struct
+// rte_flow_item_eth and the like): FlowEth, FlowVLAN, FlowIPv4, FlowIPv6,
+// FlowUDP or FlowTCP. Numbers are in host order; NewFlowSpec stores them
+// in network order where rte_flow's field is big-endian. Addresses are
+// bytes in wire order. Fields the Go form lacks are zero.
+type FlowItemSpec interface {
+	// ItemType is the item type the structure belongs to.
+	ItemType() FlowItemType
+	// fill writes the C structure at p, which has the size of the item
+	// type's structure.
+	fill(p unsafe.Pointer)
+}
+
+// FlowEth is struct rte_flow_item_eth: the Ethernet header and the
+// has_vlan bit.
+type FlowEth struct {
+	Dst, Src [6]byte
+	Type     uint16 // ether_type: the EtherType, or the TPID of a tagged frame
+	HasVLAN  bool
+}
+
+// FlowVLAN is struct rte_flow_item_vlan: the tag and the has_more_vlan bit.
+type FlowVLAN struct {
+	TCI         uint16 // PCP(3) DEI(1) VID(12)
+	InnerType   uint16 // eth_proto: the EtherType or TPID after the tag
+	HasMoreVLAN bool
+}
+
+// FlowIPv4 is struct rte_flow_item_ipv4 (an rte_ipv4_hdr): type of
+// service, time to live, next protocol and the addresses.
+type FlowIPv4 struct {
+	TOS, TTL, Proto uint8
+	Src, Dst        [4]byte
+}
+
+// FlowIPv6 is struct rte_flow_item_ipv6 (an rte_ipv6_hdr and extension
+// header flags): vtc_flow, next header, hop limit and the addresses.
+type FlowIPv6 struct {
+	VTCFlow         uint32 // version(4) traffic class(8) flow label(20)
+	Proto, HopLimit uint8
+	Src, Dst        [16]byte
+}
+
+// FlowUDP is struct rte_flow_item_udp: the ports.
+type FlowUDP struct{ SrcPort, DstPort uint16 }
+
+// FlowTCP is struct rte_flow_item_tcp: the ports.
+type FlowTCP struct{ SrcPort, DstPort uint16 }
+
+func (FlowEth) ItemType() FlowItemType  { return FlowItemEth }
+func (FlowVLAN) ItemType() FlowItemType { return FlowItemVLAN }
+func (FlowIPv4) ItemType() FlowItemType { return FlowItemIPv4 }
+func (FlowIPv6) ItemType() FlowItemType { return FlowItemIPv6 }
+func (FlowUDP) ItemType() FlowItemType  { return FlowItemUDP }
+func (FlowTCP) ItemType() FlowItemType  { return FlowItemTCP }
+
+func (h FlowEth) fill(p unsafe.Pointer) {
+	C.rf_flow_eth_set((*C.struct_rte_flow_item_eth)(p), u8p(h.Dst[:]), u8p(h.Src[:]), C.uint16_t(h.Type), cint(h.HasVLAN))
+}
+
+func (h FlowVLAN) fill(p unsafe.Pointer) {
+	C.rf_flow_vlan_set((*C.struct_rte_flow_item_vlan)(p), C.uint16_t(h.TCI), C.uint16_t(h.InnerType), cint(h.HasMoreVLAN))
+}
+
+func (h FlowIPv4) fill(p unsafe.Pointer) {
+	C.rf_flow_ipv4_set((*C.struct_rte_flow_item_ipv4)(p), C.uint8_t(h.TOS), C.uint8_t(h.TTL), C.uint8_t(h.Proto),
+		u8p(h.Src[:]), u8p(h.Dst[:]))
+}
+
+func (h FlowIPv6) fill(p unsafe.Pointer) {
+	C.rf_flow_ipv6_set((*C.struct_rte_flow_item_ipv6)(p), C.uint32_t(h.VTCFlow), C.uint8_t(h.Proto), C.uint8_t(h.HopLimit),
+		u8p(h.Src[:]), u8p(h.Dst[:]))
+}
+
+func (h FlowUDP) fill(p unsafe.Pointer) {
+	C.rf_flow_udp_set((*C.struct_rte_flow_item_udp)(p), C.uint16_t(h.SrcPort), C.uint16_t(h.DstPort))
+}
+
+func (h FlowTCP) fill(p unsafe.Pointer) {
+	C.rf_flow_tcp_set((*C.struct_rte_flow_item_tcp)(p), C.uint16_t(h.SrcPort), C.uint16_t(h.DstPort))
+}
+
+// FlowAction is one rte_flow_action and its configuration. The fields
+// that apply depend on Type; the others are ignored.
+type FlowAction struct {
+	Type FlowActionType
+	// Queue: rte_flow_action_queue.index.
+	Index uint16
+	// RSS: the queues, hashed with types 0 (the PMD's default fields) and
+	// the default function, level and key. No queues gives an empty list,
+	// which PMDs refuse (testpmd fills in every Rx queue of the port).
+	Queues []uint16
+	// Mark: rte_flow_action_mark.id; count: rte_flow_action_count.id.
+	ID uint32
+	// Jump: rte_flow_action_jump.group.
+	Group uint32
+	// Set_ipv4_dscp and set_ipv6_dscp: the DSCP, 0..63.
+	DSCP uint8
+}
+
+// FlowSpec is a rule in the C arrays rte_flow takes: rte_flow_attr, the
+// rte_flow_item pattern and the rte_flow_action list, each END-terminated,
+// with their spec/mask/last and configuration structures. It owns that C
+// memory until Free. The PMD copies what it needs, so a FlowSpec may be
+// freed once the call that used it returned. A FlowSpec is not safe for
+// concurrent use.
 type FlowSpec struct {
 	attr     *C.struct_rte_flow_attr
 	items    *C.struct_rte_flow_item
@@ -62,8 +231,6 @@ type FlowSpec struct {
 	actions  *C.struct_rte_flow_action
 	nActions int // END included
 	allocs   []unsafe.Pointer
-	// Names for error messages, by index; the END entries are last.
-	itemNames, actionNames []string
 }
 
 func (s *FlowSpec) alloc(n uintptr) unsafe.Pointer {
@@ -97,23 +264,16 @@ func (s *FlowSpec) actionSlice() []C.struct_rte_flow_action {
 	return unsafe.Slice(s.actions, s.nActions)
 }
 
-// CompileFlow translates r into rte_flow's C structures: the attributes,
-// one item per r.Items (spec, mask and last in network byte order where
-// rte_flow's fields are big-endian; a nil Match gives NULL spec, mask and
-// last, a nil Last a NULL last) and one action per r.Actions, then END.
+// NewFlowSpec lays out a rule in rte_flow's C structures: the attributes,
+// one rte_flow_item per pattern entry and one rte_flow_action per action,
+// each list ending with an END that NewFlowSpec appends.
 //
-// An rss action takes the queues of Action.Queues with types 0 (the PMD's
-// default hash) and the default function, level and key; with no queues it
-// passes an empty list, which PMDs refuse (testpmd fills in every Rx queue
-// of the port: do the same in Queues). A count action has counter id 0.
-//
-// ib_bth items and meter actions give an error wrapping
-// ErrFlowNotOffloadable. CompileFlow does not judge whether a PMD accepts
-// the rule: FlowValidate asks the PMD.
-func CompileFlow(r *flowrule.Rule) (*FlowSpec, error) {
-	if r == nil {
-		return nil, errors.New("compile flow: nil rule")
-	}
+// It refuses what the binding cannot lay out: item and action types other
+// than the constants above (META and the like, and METER, whose
+// configuration names an rte_mtr object this binding does not create), an
+// item structure of another type than its item's, and a DSCP above 63. It
+// does not judge whether a PMD accepts the rule: FlowValidate asks the PMD.
+func NewFlowSpec(attr FlowAttr, pattern []FlowItem, actions []FlowAction) (*FlowSpec, error) {
 	s := &FlowSpec{}
 	ok := false
 	defer func() {
@@ -124,34 +284,30 @@ func CompileFlow(r *flowrule.Rule) (*FlowSpec, error) {
 
 	s.attr = (*C.struct_rte_flow_attr)(s.alloc(C.sizeof_struct_rte_flow_attr))
 	view := C.struct_rf_flow_attr_view{
-		group: C.uint32_t(r.Group), priority: C.uint32_t(r.Priority),
-		ingress: cbool(r.Ingress), egress: cbool(r.Egress), transfer: cbool(r.Transfer),
+		group: C.uint32_t(attr.Group), priority: C.uint32_t(attr.Priority),
+		ingress: cbool(attr.Ingress), egress: cbool(attr.Egress), transfer: cbool(attr.Transfer),
 	}
 	C.rf_flow_attr_set(s.attr, &view)
 
-	s.nItems = len(r.Items) + 1
+	s.nItems = len(pattern) + 1
 	s.items = (*C.struct_rte_flow_item)(s.alloc(uintptr(s.nItems) * C.sizeof_struct_rte_flow_item))
 	items := s.itemSlice()
-	for i := range r.Items {
-		if err := s.compileItem(&items[i], &r.Items[i]); err != nil {
-			return nil, fmt.Errorf("compile flow: pattern item %d (%s): %w", i, r.Items[i].Type, err)
+	for i := range pattern {
+		if err := s.setItem(&items[i], &pattern[i]); err != nil {
+			return nil, fmt.Errorf("flow spec: pattern item %d (%s): %w", i, pattern[i].Type, err)
 		}
-		s.itemNames = append(s.itemNames, r.Items[i].Type.String())
 	}
 	items[s.nItems-1]._type = C.RTE_FLOW_ITEM_TYPE_END
-	s.itemNames = append(s.itemNames, "end")
 
-	s.nActions = len(r.Actions) + 1
+	s.nActions = len(actions) + 1
 	s.actions = (*C.struct_rte_flow_action)(s.alloc(uintptr(s.nActions) * C.sizeof_struct_rte_flow_action))
-	actions := s.actionSlice()
-	for i := range r.Actions {
-		if err := s.compileAction(&actions[i], &r.Actions[i]); err != nil {
-			return nil, fmt.Errorf("compile flow: action %d (%s): %w", i, r.Actions[i].Type, err)
+	acts := s.actionSlice()
+	for i := range actions {
+		if err := s.setAction(&acts[i], &actions[i]); err != nil {
+			return nil, fmt.Errorf("flow spec: action %d (%s): %w", i, actions[i].Type, err)
 		}
-		s.actionNames = append(s.actionNames, r.Actions[i].Type.String())
 	}
-	actions[s.nActions-1]._type = C.RTE_FLOW_ACTION_TYPE_END
-	s.actionNames = append(s.actionNames, "end")
+	acts[s.nActions-1]._type = C.RTE_FLOW_ACTION_TYPE_END
 	ok = true
 	return s, nil
 }
@@ -170,102 +326,43 @@ func cint(b bool) C.int {
 	return 0
 }
 
-// setMatch allocates and fills spec, mask and last of item from m; a nil m
-// leaves them NULL.
-func setMatch[H any](s *FlowSpec, item *C.struct_rte_flow_item, typ C.int, m *flowrule.Match[H], fill func(unsafe.Pointer, *H)) {
-	item._type = uint32(typ)
-	if m == nil {
-		return
-	}
-	size := uintptr(C.rf_flow_item_size(typ))
-	item.spec = s.alloc(size)
-	fill(item.spec, &m.Spec)
-	item.mask = s.alloc(size)
-	fill(item.mask, &m.Mask)
-	if m.Last != nil {
-		item.last = s.alloc(size)
-		fill(item.last, m.Last)
-	}
-}
-
 func u8p(b []byte) *C.uint8_t { return (*C.uint8_t)(unsafe.Pointer(&b[0])) }
 
-func (s *FlowSpec) compileItem(item *C.struct_rte_flow_item, it *flowrule.Item) error {
-	set := 0
-	for _, m := range []bool{it.Eth != nil, it.VLAN != nil, it.IPv4 != nil, it.IPv6 != nil, it.UDP != nil, it.TCP != nil, it.BTH != nil} {
-		if m {
-			set++
+// setItem fills item from it, allocating its spec, last and mask.
+func (s *FlowSpec) setItem(item *C.struct_rte_flow_item, it *FlowItem) error {
+	size := uintptr(C.rf_flow_item_size(C.int(it.Type)))
+	if size == 0 {
+		if it.Type == FlowItemEnd {
+			return errors.New("END is appended by NewFlowSpec, not given")
 		}
+		return errors.New("item type not supported by this binding")
 	}
-	if set > 1 {
-		return errors.New("more than one header match set")
-	}
-	mismatch := func(ok bool) error {
-		if set == 1 && !ok {
-			return errors.New("the header match set is not the item type's")
+	item._type = uint32(it.Type)
+	for _, f := range []struct {
+		name string
+		h    FlowItemSpec
+		dst  *unsafe.Pointer
+	}{{"spec", it.Spec, &item.spec}, {"last", it.Last, &item.last}, {"mask", it.Mask, &item.mask}} {
+		if f.h == nil {
+			continue
 		}
-		return nil
-	}
-	switch it.Type {
-	case flowrule.ItemEth:
-		if err := mismatch(it.Eth != nil); err != nil {
-			return err
+		if t := f.h.ItemType(); t != it.Type {
+			return fmt.Errorf("%s is a %s structure", f.name, t)
 		}
-		setMatch(s, item, C.RTE_FLOW_ITEM_TYPE_ETH, it.Eth, func(p unsafe.Pointer, h *flowrule.EthHeader) {
-			C.rf_flow_eth_set((*C.struct_rte_flow_item_eth)(p), u8p(h.Dst[:]), u8p(h.Src[:]), C.uint16_t(h.Type), cint(h.HasVLAN))
-		})
-	case flowrule.ItemVLAN:
-		if err := mismatch(it.VLAN != nil); err != nil {
-			return err
-		}
-		setMatch(s, item, C.RTE_FLOW_ITEM_TYPE_VLAN, it.VLAN, func(p unsafe.Pointer, h *flowrule.VLANHeader) {
-			C.rf_flow_vlan_set((*C.struct_rte_flow_item_vlan)(p), C.uint16_t(h.TCI), C.uint16_t(h.InnerType), cint(h.HasMoreVLAN))
-		})
-	case flowrule.ItemIPv4:
-		if err := mismatch(it.IPv4 != nil); err != nil {
-			return err
-		}
-		setMatch(s, item, C.RTE_FLOW_ITEM_TYPE_IPV4, it.IPv4, func(p unsafe.Pointer, h *flowrule.IPv4Header) {
-			C.rf_flow_ipv4_set((*C.struct_rte_flow_item_ipv4)(p), C.uint8_t(h.TOS), C.uint8_t(h.TTL), C.uint8_t(h.Proto),
-				u8p(h.Src[:]), u8p(h.Dst[:]))
-		})
-	case flowrule.ItemIPv6:
-		if err := mismatch(it.IPv6 != nil); err != nil {
-			return err
-		}
-		setMatch(s, item, C.RTE_FLOW_ITEM_TYPE_IPV6, it.IPv6, func(p unsafe.Pointer, h *flowrule.IPv6Header) {
-			C.rf_flow_ipv6_set((*C.struct_rte_flow_item_ipv6)(p), C.uint32_t(h.VTCFlow), C.uint8_t(h.Proto), C.uint8_t(h.HopLimit),
-				u8p(h.Src[:]), u8p(h.Dst[:]))
-		})
-	case flowrule.ItemUDP:
-		if err := mismatch(it.UDP != nil); err != nil {
-			return err
-		}
-		setMatch(s, item, C.RTE_FLOW_ITEM_TYPE_UDP, it.UDP, func(p unsafe.Pointer, h *flowrule.UDPHeader) {
-			C.rf_flow_udp_set((*C.struct_rte_flow_item_udp)(p), C.uint16_t(h.SrcPort), C.uint16_t(h.DstPort))
-		})
-	case flowrule.ItemTCP:
-		if err := mismatch(it.TCP != nil); err != nil {
-			return err
-		}
-		setMatch(s, item, C.RTE_FLOW_ITEM_TYPE_TCP, it.TCP, func(p unsafe.Pointer, h *flowrule.TCPHeader) {
-			C.rf_flow_tcp_set((*C.struct_rte_flow_item_tcp)(p), C.uint16_t(h.SrcPort), C.uint16_t(h.DstPort))
-		})
-	case flowrule.ItemIBBTH:
-		return fmt.Errorf("%w: the InfiniBand BTH item (RTE_FLOW_ITEM_TYPE_IB_BTH) only exists from DPDK 23.07", ErrFlowNotOffloadable)
-	default:
-		return fmt.Errorf("unknown item type %d", it.Type)
+		*f.dst = s.alloc(size)
+		f.h.fill(*f.dst)
 	}
 	return nil
 }
 
-func (s *FlowSpec) compileAction(a *C.struct_rte_flow_action, act *flowrule.Action) error {
+// setAction fills a from act, allocating its configuration.
+func (s *FlowSpec) setAction(a *C.struct_rte_flow_action, act *FlowAction) error {
 	switch act.Type {
-	case flowrule.ActQueue:
+	case FlowActionQueue:
 		c := (*C.struct_rte_flow_action_queue)(s.alloc(C.sizeof_struct_rte_flow_action_queue))
 		c.index = C.uint16_t(act.Index)
-		a._type, a.conf = C.RTE_FLOW_ACTION_TYPE_QUEUE, unsafe.Pointer(c)
-	case flowrule.ActRSS:
+		a.conf = unsafe.Pointer(c)
+	case FlowActionRSS:
 		c := (*C.struct_rte_flow_action_rss)(s.alloc(C.sizeof_struct_rte_flow_action_rss))
 		c._func = C.RTE_ETH_HASH_FUNCTION_DEFAULT
 		c.level = 0
@@ -278,40 +375,37 @@ func (s *FlowSpec) compileAction(a *C.struct_rte_flow_action, act *flowrule.Acti
 			}
 			c.queue, c.queue_num = q, C.uint32_t(n)
 		}
-		a._type, a.conf = C.RTE_FLOW_ACTION_TYPE_RSS, unsafe.Pointer(c)
-	case flowrule.ActMark:
+		a.conf = unsafe.Pointer(c)
+	case FlowActionMark:
 		c := (*C.struct_rte_flow_action_mark)(s.alloc(C.sizeof_struct_rte_flow_action_mark))
 		c.id = C.uint32_t(act.ID)
-		a._type, a.conf = C.RTE_FLOW_ACTION_TYPE_MARK, unsafe.Pointer(c)
-	case flowrule.ActFlag:
-		a._type = C.RTE_FLOW_ACTION_TYPE_FLAG
-	case flowrule.ActCount:
+		a.conf = unsafe.Pointer(c)
+	case FlowActionCount:
 		c := (*C.struct_rte_flow_action_count)(s.alloc(C.sizeof_struct_rte_flow_action_count))
-		c.id = 0
-		a._type, a.conf = C.RTE_FLOW_ACTION_TYPE_COUNT, unsafe.Pointer(c)
-	case flowrule.ActDrop:
-		a._type = C.RTE_FLOW_ACTION_TYPE_DROP
-	case flowrule.ActJump:
+		c.id = C.uint32_t(act.ID)
+		a.conf = unsafe.Pointer(c)
+	case FlowActionJump:
 		c := (*C.struct_rte_flow_action_jump)(s.alloc(C.sizeof_struct_rte_flow_action_jump))
 		c.group = C.uint32_t(act.Group)
-		a._type, a.conf = C.RTE_FLOW_ACTION_TYPE_JUMP, unsafe.Pointer(c)
-	case flowrule.ActSetIPv4DSCP, flowrule.ActSetIPv6DSCP:
+		a.conf = unsafe.Pointer(c)
+	case FlowActionSetIPv4DSCP, FlowActionSetIPv6DSCP:
 		if act.DSCP > 63 {
 			return fmt.Errorf("dscp %d does not fit in 6 bits", act.DSCP)
 		}
 		c := (*C.struct_rte_flow_action_set_dscp)(s.alloc(C.sizeof_struct_rte_flow_action_set_dscp))
 		c.dscp = C.uint8_t(act.DSCP)
-		a._type = C.RTE_FLOW_ACTION_TYPE_SET_IPV4_DSCP
-		if act.Type == flowrule.ActSetIPv6DSCP {
-			a._type = C.RTE_FLOW_ACTION_TYPE_SET_IPV6_DSCP
-		}
 		a.conf = unsafe.Pointer(c)
-	case flowrule.ActMeter:
-		return fmt.Errorf("%w: an rte_flow meter action points at an rte_mtr meter object "+
-			"(profile, policy and meter created on the port beforehand), and this binding does not create them yet", ErrFlowNotOffloadable)
+	case FlowActionFlag, FlowActionDrop:
+		// No configuration.
+	case FlowActionEnd:
+		return errors.New("END is appended by NewFlowSpec, not given")
+	case FlowActionMeter:
+		return errors.New("an rte_flow meter action points at an rte_mtr meter object " +
+			"(profile, policy and meter created on the port beforehand), and this binding does not create them yet")
 	default:
-		return fmt.Errorf("unknown action type %d", act.Type)
+		return errors.New("action type not supported by this binding")
 	}
+	a._type = uint32(act.Type)
 	return nil
 }
 
@@ -327,14 +421,14 @@ type FlowDescription struct {
 // structures spec, mask and last point at (nil for NULL), as rte_flow reads
 // them (struct rte_flow_item_eth and so on, big-endian fields included).
 type FlowItemDescription struct {
-	Type             int // RTE_FLOW_ITEM_TYPE_*
+	Type             FlowItemType
 	Spec, Mask, Last []byte
 }
 
 // FlowActionDescription is one rte_flow_action: its type, the bytes of its
 // configuration (nil for NULL) and the configuration's fields.
 type FlowActionDescription struct {
-	Type  int    // RTE_FLOW_ACTION_TYPE_*
+	Type  FlowActionType
 	Conf  []byte // sizeof the type's configuration structure
 	Index uint16 // queue
 	ID    uint32 // mark, count
@@ -349,7 +443,7 @@ type FlowActionDescription struct {
 	RSSQueues []uint16
 }
 
-// Describe reads the compiled arrays back. A freed FlowSpec describes as
+// Describe reads the C arrays back. A freed FlowSpec describes as
 // the zero FlowDescription.
 func (s *FlowSpec) Describe() FlowDescription {
 	if s.freed() {
@@ -370,14 +464,14 @@ func (s *FlowSpec) Describe() FlowDescription {
 	for _, it := range s.itemSlice() {
 		size := C.rf_flow_item_size(C.int(it._type))
 		d.Items = append(d.Items, FlowItemDescription{
-			Type: int(it._type),
+			Type: FlowItemType(it._type),
 			Spec: bytesAt(it.spec, size), Mask: bytesAt(it.mask, size), Last: bytesAt(it.last, size),
 		})
 	}
 	for _, a := range s.actionSlice() {
-		ad := FlowActionDescription{Type: int(a._type), Conf: bytesAt(a.conf, C.rf_flow_conf_size(C.int(a._type)))}
+		ad := FlowActionDescription{Type: FlowActionType(a._type), Conf: bytesAt(a.conf, C.rf_flow_conf_size(C.int(a._type)))}
 		if a.conf != nil {
-			switch int(a._type) {
+			switch FlowActionType(a._type) {
 			case FlowActionQueue:
 				ad.Index = uint16((*C.struct_rte_flow_action_queue)(a.conf).index)
 			case FlowActionMark:
@@ -452,8 +546,8 @@ type FlowError struct {
 	// pattern item or action (or of the one whose spec, mask, last or
 	// configuration the cause points at); -1 when the cause is elsewhere.
 	Item, Action int
-	ItemName     string // flowrule name of the item at Item ("end" for END)
-	ActionName   string // flowrule name of the action at Action
+	ItemName     string // type name of the item at Item ("ipv4"; "end" for END)
+	ActionName   string // type name of the action at Action ("queue")
 	Driver       string // the port's driver
 	hint         string
 }
@@ -512,10 +606,10 @@ func (p Port) flowErr(op string, st *C.struct_rf_flow_status, s *FlowSpec) *Flow
 	if s != nil && !s.freed() && st.cause != 0 {
 		e.Item, e.Action = s.locate(uintptr(st.cause))
 		if e.Item >= 0 {
-			e.ItemName = s.itemNames[e.Item]
+			e.ItemName = FlowItemType(s.itemSlice()[e.Item]._type).String()
 		}
 		if e.Action >= 0 {
-			e.ActionName = s.actionNames[e.Action]
+			e.ActionName = FlowActionType(s.actionSlice()[e.Action]._type).String()
 		}
 	}
 	// ethdev's own refusals carry no message of their own (or just the
@@ -552,7 +646,7 @@ func (s *FlowSpec) locate(cause uintptr) (item, action int) {
 			within(a.conf, uintptr(C.rf_flow_conf_size(C.int(a._type)))) {
 			return -1, i
 		}
-		if int(a._type) == FlowActionRSS && a.conf != nil {
+		if FlowActionType(a._type) == FlowActionRSS && a.conf != nil {
 			c := (*C.struct_rte_flow_action_rss)(a.conf)
 			if within(unsafe.Pointer(c.queue), uintptr(c.queue_num)*C.sizeof_uint16_t) {
 				return -1, i
@@ -806,8 +900,8 @@ type FlowTable struct {
 	queues  int
 	pt, at  uintptr // the templates
 	tbl     uintptr
-	items   []int // item types of the pattern template, END excluded
-	actions []int // action types of the actions template, END excluded
+	items   []FlowItemType   // item types of the pattern template, END excluded
+	actions []FlowActionType // action types of the actions template, END excluded
 }
 
 // FlowTableCreate creates the templates and a table for nbFlows rules from
@@ -830,12 +924,12 @@ func (p Port) FlowTableCreate(s *FlowSpec, nbFlows uint32) (*FlowTable, error) {
 }
 
 // types lists the item and action types, END excluded.
-func (s *FlowSpec) types() (items, actions []int) {
+func (s *FlowSpec) types() (items []FlowItemType, actions []FlowActionType) {
 	for _, it := range s.itemSlice()[:s.nItems-1] {
-		items = append(items, int(it._type))
+		items = append(items, FlowItemType(it._type))
 	}
 	for _, a := range s.actionSlice()[:s.nActions-1] {
-		actions = append(actions, int(a._type))
+		actions = append(actions, FlowActionType(a._type))
 	}
 	return items, actions
 }

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-
-	"roce-fwd/flowrule"
-	"roce-fwd/pcapio"
 )
 
 // DPDK 22.11's enum values (rte_flow.h), written out by hand.
@@ -21,26 +19,42 @@ const (
 	atSetIPv4DSCP, atSetIPv6DSCP                                   = 45, 46
 )
 
-// compile parses a testpmd flow command and compiles its rule.
-func compile(t *testing.T, line string) *FlowSpec {
+// newSpec lays out a rule, failing the test on error; the spec is freed
+// when the test ends.
+func newSpec(t *testing.T, attr FlowAttr, pattern []FlowItem, actions ...FlowAction) *FlowSpec {
 	t.Helper()
-	c, err := flowrule.Parse(line)
+	s, err := NewFlowSpec(attr, pattern, actions)
 	if err != nil {
-		t.Fatalf("%s: %v", line, err)
-	}
-	s, err := CompileFlow(&c.Rule)
-	if err != nil {
-		t.Fatalf("%s: %v", line, err)
+		t.Fatal(err)
 	}
 	t.Cleanup(s.Free)
 	return s
 }
 
-// describe compiles a rule and reads it back.
-func describe(t *testing.T, line string) FlowDescription {
+// describe lays out a rule and reads it back.
+func describe(t *testing.T, attr FlowAttr, pattern []FlowItem, actions ...FlowAction) FlowDescription {
 	t.Helper()
-	return compile(t, line).Describe()
+	return newSpec(t, attr, pattern, actions...).Describe()
 }
+
+// Pieces of the rules below, as testpmd's grammar would give them: a
+// field matched with "is" has a spec and a mask of all ones for that field.
+var (
+	ingress = FlowAttr{Ingress: true}
+	anyEth  = FlowItem{Type: FlowItemEth}
+	anyIPv4 = FlowItem{Type: FlowItemIPv4}
+)
+
+func udpDst(port uint16) FlowItem {
+	return FlowItem{Type: FlowItemUDP, Spec: FlowUDP{DstPort: port}, Mask: FlowUDP{DstPort: 0xffff}}
+}
+
+// roceV4 is "eth / ipv4 / udp dst is 4791".
+func roceV4() []FlowItem { return []FlowItem{anyEth, anyIPv4, udpDst(4791)} }
+
+func queue(i uint16) FlowAction { return FlowAction{Type: FlowActionQueue, Index: i} }
+
+var drop = FlowAction{Type: FlowActionDrop}
 
 // zeroExcept reports whether b is zero outside [from, to).
 func zeroExcept(b []byte, from, to int) bool {
@@ -57,29 +71,45 @@ func TestFlowTypeNumbers(t *testing.T) {
 		name      string
 		got, want int
 	}{
-		{"item end", FlowItemEnd, itEnd}, {"item eth", FlowItemEth, itEth}, {"item vlan", FlowItemVLAN, itVLAN},
-		{"item ipv4", FlowItemIPv4, itIPv4}, {"item ipv6", FlowItemIPv6, itIPv6}, {"item udp", FlowItemUDP, itUDP},
-		{"item tcp", FlowItemTCP, itTCP},
-		{"action end", FlowActionEnd, atEnd}, {"action jump", FlowActionJump, atJump}, {"action mark", FlowActionMark, atMark},
-		{"action flag", FlowActionFlag, atFlag}, {"action queue", FlowActionQueue, atQueue}, {"action drop", FlowActionDrop, atDrop},
-		{"action count", FlowActionCount, atCount}, {"action rss", FlowActionRSS, atRSS}, {"action meter", FlowActionMeter, 13},
-		{"action set_ipv4_dscp", FlowActionSetIPv4DSCP, atSetIPv4DSCP}, {"action set_ipv6_dscp", FlowActionSetIPv6DSCP, atSetIPv6DSCP},
+		{"item end", int(FlowItemEnd), itEnd}, {"item eth", int(FlowItemEth), itEth}, {"item vlan", int(FlowItemVLAN), itVLAN},
+		{"item ipv4", int(FlowItemIPv4), itIPv4}, {"item ipv6", int(FlowItemIPv6), itIPv6}, {"item udp", int(FlowItemUDP), itUDP},
+		{"item tcp", int(FlowItemTCP), itTCP},
+		{"action end", int(FlowActionEnd), atEnd}, {"action jump", int(FlowActionJump), atJump}, {"action mark", int(FlowActionMark), atMark},
+		{"action flag", int(FlowActionFlag), atFlag}, {"action queue", int(FlowActionQueue), atQueue}, {"action drop", int(FlowActionDrop), atDrop},
+		{"action count", int(FlowActionCount), atCount}, {"action rss", int(FlowActionRSS), atRSS}, {"action meter", int(FlowActionMeter), 13},
+		{"action set_ipv4_dscp", int(FlowActionSetIPv4DSCP), atSetIPv4DSCP}, {"action set_ipv6_dscp", int(FlowActionSetIPv6DSCP), atSetIPv6DSCP},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, rte_flow.h of 22.11 has %d", c.name, c.got, c.want)
 		}
+		// The names are testpmd's: what FlowError reports.
+		var name string
+		if kind, n, _ := strings.Cut(c.name, " "); kind == "item" {
+			name = FlowItemType(c.want).String()
+			if name != n {
+				t.Errorf("item type %d is named %q, want %q", c.want, name, n)
+			}
+		} else if name = FlowActionType(c.want).String(); name != n {
+			t.Errorf("action type %d is named %q, want %q", c.want, name, n)
+		}
+	}
+	if got := FlowItemType(99).String(); got != "item-type-99" {
+		t.Errorf("item type 99 is named %q", got)
+	}
+	if got := FlowActionType(99).String(); got != "action-type-99" {
+		t.Errorf("action type 99 is named %q", got)
 	}
 }
 
-func TestCompileFlowAttrAndShape(t *testing.T) {
-	d := describe(t, "flow create 0 group 3 priority 7 egress pattern eth / end actions drop / end")
+func TestFlowSpecAttrAndShape(t *testing.T) {
+	d := describe(t, FlowAttr{Group: 3, Priority: 7, Egress: true}, []FlowItem{anyEth}, drop)
 	if d.Group != 3 || d.Priority != 7 || !d.Egress || d.Ingress || d.Transfer {
 		t.Errorf("attr %+v, want group 3 priority 7 egress", d)
 	}
 	if len(d.Items) != 2 || d.Items[0].Type != itEth || d.Items[1].Type != itEnd {
 		t.Fatalf("items %+v, want eth, end", d.Items)
 	}
-	// "eth" alone has no field: NULL spec, mask and last.
+	// An item without spec, mask or last: NULL pointers.
 	if d.Items[0].Spec != nil || d.Items[0].Mask != nil || d.Items[0].Last != nil {
 		t.Errorf("eth without fields: %+v, want NULL spec/mask/last", d.Items[0])
 	}
@@ -87,7 +117,7 @@ func TestCompileFlowAttrAndShape(t *testing.T) {
 		t.Errorf("actions %+v, want drop (no conf), end", d.Actions)
 	}
 
-	d = describe(t, "flow create 0 ingress transfer pattern end actions end")
+	d = describe(t, FlowAttr{Ingress: true, Transfer: true}, nil)
 	if !d.Ingress || !d.Transfer || d.Egress || d.Group != 0 || d.Priority != 0 {
 		t.Errorf("attr %+v, want ingress transfer", d)
 	}
@@ -96,22 +126,23 @@ func TestCompileFlowAttrAndShape(t *testing.T) {
 	}
 }
 
-func TestCompileFlowIPv4UDP(t *testing.T) {
-	d := describe(t, "flow create 0 ingress pattern eth / ipv4 dst is 10.0.0.1 / udp dst is 4791 / end actions queue index 3 / end")
+func TestFlowSpecIPv4UDP(t *testing.T) {
+	ip := FlowItem{Type: FlowItemIPv4, Spec: FlowIPv4{Dst: [4]byte{10, 0, 0, 1}}, Mask: FlowIPv4{Dst: [4]byte{255, 255, 255, 255}}}
+	d := describe(t, ingress, []FlowItem{anyEth, ip, udpDst(4791)}, queue(3))
 	if len(d.Items) != 4 || d.Items[0].Type != itEth || d.Items[1].Type != itIPv4 || d.Items[2].Type != itUDP || d.Items[3].Type != itEnd {
 		t.Fatalf("items %+v", d.Items)
 	}
-	ip := d.Items[1]
+	ipd := d.Items[1]
 	// struct rte_flow_item_ipv4 is struct rte_ipv4_hdr: the 20-byte header
 	// as on the wire; dst_addr at offset 16.
-	if len(ip.Spec) != 20 || len(ip.Mask) != 20 || ip.Last != nil {
-		t.Fatalf("ipv4 spec %d bytes, mask %d bytes, last %v", len(ip.Spec), len(ip.Mask), ip.Last)
+	if len(ipd.Spec) != 20 || len(ipd.Mask) != 20 || ipd.Last != nil {
+		t.Fatalf("ipv4 spec %d bytes, mask %d bytes, last %v", len(ipd.Spec), len(ipd.Mask), ipd.Last)
 	}
-	if got := binary.BigEndian.Uint32(ip.Spec[16:]); got != 0x0a000001 || !zeroExcept(ip.Spec, 16, 20) {
-		t.Errorf("ipv4 spec % x, want dst_addr 0a 00 00 01 (big-endian) and nothing else", ip.Spec)
+	if got := binary.BigEndian.Uint32(ipd.Spec[16:]); got != 0x0a000001 || !zeroExcept(ipd.Spec, 16, 20) {
+		t.Errorf("ipv4 spec % x, want dst_addr 0a 00 00 01 (big-endian) and nothing else", ipd.Spec)
 	}
-	if got := binary.BigEndian.Uint32(ip.Mask[16:]); got != 0xffffffff || !zeroExcept(ip.Mask, 16, 20) {
-		t.Errorf("ipv4 mask % x, want dst_addr ff ff ff ff only", ip.Mask)
+	if got := binary.BigEndian.Uint32(ipd.Mask[16:]); got != 0xffffffff || !zeroExcept(ipd.Mask, 16, 20) {
+		t.Errorf("ipv4 mask % x, want dst_addr ff ff ff ff only", ipd.Mask)
 	}
 	udp := d.Items[2]
 	// rte_udp_hdr: src_port, dst_port, dgram_len, dgram_cksum.
@@ -127,27 +158,44 @@ func TestCompileFlowIPv4UDP(t *testing.T) {
 	}
 }
 
-func TestCompileFlowDSCPMatchAndRange(t *testing.T) {
-	d := describe(t, "flow create 0 ingress pattern eth / ipv4 dscp is 26 / udp src spec 1000 src last 2000 / end actions drop / end")
-	ip := d.Items[1]
+func TestFlowSpecTOSAndRange(t *testing.T) {
+	ip := FlowItem{Type: FlowItemIPv4, Spec: FlowIPv4{TOS: 26 << 2}, Mask: FlowIPv4{TOS: 0xfc}}
+	udp := FlowItem{Type: FlowItemUDP, Spec: FlowUDP{SrcPort: 1000}, Last: FlowUDP{SrcPort: 2000},
+		Mask: FlowUDP{SrcPort: 0xffff, DstPort: 0xffff}}
+	d := describe(t, ingress, []FlowItem{anyEth, ip, udp}, drop)
+	ipd := d.Items[1]
 	// type_of_service is byte 1: DSCP 26 << 2 = 0x68, mask the six DSCP bits.
-	if ip.Spec[1] != 0x68 || !zeroExcept(ip.Spec, 1, 2) || ip.Mask[1] != 0xfc || !zeroExcept(ip.Mask, 1, 2) {
-		t.Errorf("ipv4 tos spec % x mask % x, want 0x68/0xfc", ip.Spec, ip.Mask)
+	if ipd.Spec[1] != 0x68 || !zeroExcept(ipd.Spec, 1, 2) || ipd.Mask[1] != 0xfc || !zeroExcept(ipd.Mask, 1, 2) {
+		t.Errorf("ipv4 tos spec % x mask % x, want 0x68/0xfc", ipd.Spec, ipd.Mask)
 	}
-	udp := d.Items[2]
-	if !bytes.Equal(udp.Spec[:4], []byte{0x03, 0xe8, 0, 0}) || udp.Last == nil || !bytes.Equal(udp.Last[:4], []byte{0x07, 0xd0, 0, 0}) {
-		t.Errorf("udp spec % x last % x, want src_port 1000..2000 big-endian", udp.Spec, udp.Last)
+	ud := d.Items[2]
+	if !bytes.Equal(ud.Spec[:4], []byte{0x03, 0xe8, 0, 0}) || ud.Last == nil || !bytes.Equal(ud.Last[:4], []byte{0x07, 0xd0, 0, 0}) {
+		t.Errorf("udp spec % x last % x, want src_port 1000..2000 big-endian", ud.Spec, ud.Last)
 	}
-	// No mask given: testpmd's default mask (both ports).
-	if !bytes.Equal(udp.Mask[:4], []byte{0xff, 0xff, 0xff, 0xff}) {
-		t.Errorf("udp mask % x, want the default ffff ffff", udp.Mask)
+	if !bytes.Equal(ud.Mask[:4], []byte{0xff, 0xff, 0xff, 0xff}) {
+		t.Errorf("udp mask % x, want ffff ffff", ud.Mask)
 	}
 }
 
-func TestCompileFlowEthVLANIPv6TCP(t *testing.T) {
-	d := describe(t, "flow create 0 ingress pattern eth dst is 02:00:00:00:00:0b src is 02:00:00:00:00:0a type is 0x8100 has_vlan is 1 / "+
-		"vlan tci is 0x6064 inner_type is 0x86dd has_more_vlan is 1 / ipv6 src is 2001:db8::1 dst is 2001:db8::2 tc is 0xb8 proto is 6 hop is 64 / "+
-		"tcp src is 22 dst is 65535 / end actions drop / end")
+func TestFlowSpecEthVLANIPv6TCP(t *testing.T) {
+	full6 := [16]byte{}
+	for i := range full6 {
+		full6[i] = 0xff
+	}
+	pattern := []FlowItem{
+		{Type: FlowItemEth,
+			Spec: FlowEth{Dst: [6]byte{2, 0, 0, 0, 0, 0xb}, Src: [6]byte{2, 0, 0, 0, 0, 0xa}, Type: 0x8100, HasVLAN: true},
+			Mask: FlowEth{Dst: [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, Src: [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, Type: 0xffff, HasVLAN: true}},
+		{Type: FlowItemVLAN,
+			Spec: FlowVLAN{TCI: 0x6064, InnerType: 0x86dd, HasMoreVLAN: true},
+			Mask: FlowVLAN{TCI: 0xffff, InnerType: 0xffff, HasMoreVLAN: true}},
+		{Type: FlowItemIPv6,
+			Spec: FlowIPv6{VTCFlow: 0xb8 << 20, Proto: 6, HopLimit: 64,
+				Src: [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 1}, Dst: [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 2}},
+			Mask: FlowIPv6{VTCFlow: 0xff << 20, Proto: 0xff, HopLimit: 0xff, Src: full6, Dst: full6}},
+		{Type: FlowItemTCP, Spec: FlowTCP{SrcPort: 22, DstPort: 65535}, Mask: FlowTCP{SrcPort: 0xffff, DstPort: 0xffff}},
+	}
+	d := describe(t, ingress, pattern, drop)
 	if len(d.Items) != 5 {
 		t.Fatalf("items %+v", d.Items)
 	}
@@ -197,27 +245,46 @@ func TestCompileFlowEthVLANIPv6TCP(t *testing.T) {
 	if tcp.Type != itTCP || len(tcp.Spec) != 20 || !bytes.Equal(tcp.Spec[:4], []byte{0, 22, 0xff, 0xff}) || !zeroExcept(tcp.Spec, 0, 4) {
 		t.Errorf("tcp spec % x, want ports 22 and 65535 big-endian", tcp.Spec)
 	}
+	if !bytes.Equal(tcp.Mask[:4], []byte{0xff, 0xff, 0xff, 0xff}) || !zeroExcept(tcp.Mask, 0, 4) {
+		t.Errorf("tcp mask % x, want both ports", tcp.Mask)
+	}
 }
 
-func TestCompileFlowActions(t *testing.T) {
-	// Built by hand: flowrule's grammar keeps one fate per rule and wants an
-	// ip item for the DSCP rewrites; CompileFlow translates whatever it gets.
-	r := flowrule.Rule{Ingress: true, Items: []flowrule.Item{{Type: flowrule.ItemEth}}, Actions: []flowrule.Action{
-		{Type: flowrule.ActRSS, Queues: []uint16{0, 1}},
-		{Type: flowrule.ActMark, ID: 0x1234},
-		{Type: flowrule.ActFlag},
-		{Type: flowrule.ActCount},
-		{Type: flowrule.ActJump, Group: 2},
-		{Type: flowrule.ActSetIPv4DSCP, DSCP: 46},
-		{Type: flowrule.ActSetIPv6DSCP, DSCP: 10},
-	}}
-	s, err := CompileFlow(&r)
-	if err != nil {
-		t.Fatal(err)
+// Spec, last and mask are separate pointers: each one given is laid out,
+// each one left nil stays NULL.
+func TestFlowSpecPointersApart(t *testing.T) {
+	d := describe(t, ingress, []FlowItem{
+		{Type: FlowItemUDP, Spec: FlowUDP{DstPort: 4791}},
+		{Type: FlowItemTCP, Mask: FlowTCP{SrcPort: 0xff00}},
+		{Type: FlowItemVLAN, Last: FlowVLAN{TCI: 0x0fff}},
+	}, drop)
+	udp, tcp, vlan := d.Items[0], d.Items[1], d.Items[2]
+	if !bytes.Equal(udp.Spec, []byte{0, 0, 0x12, 0xb7, 0, 0, 0, 0}) || udp.Mask != nil || udp.Last != nil {
+		t.Errorf("udp with a spec alone: %+v", udp)
 	}
-	defer s.Free()
-	d := s.Describe()
-	if len(d.Actions) != 8 {
+	if tcp.Spec != nil || tcp.Last != nil || len(tcp.Mask) != 20 || !bytes.Equal(tcp.Mask[:2], []byte{0xff, 0}) || !zeroExcept(tcp.Mask, 0, 1) {
+		t.Errorf("tcp with a mask alone: %+v", tcp)
+	}
+	if vlan.Spec != nil || vlan.Mask != nil || !bytes.Equal(vlan.Last, []byte{0x0f, 0xff, 0, 0, 0, 0, 0, 0}) {
+		t.Errorf("vlan with a last alone: %+v", vlan)
+	}
+}
+
+func TestFlowSpecActions(t *testing.T) {
+	// Several fates in one list: the binding lays out whatever it gets and
+	// leaves judging the rule to the PMD.
+	d := describe(t, ingress, []FlowItem{anyEth},
+		FlowAction{Type: FlowActionRSS, Queues: []uint16{0, 1}},
+		FlowAction{Type: FlowActionMark, ID: 0x1234},
+		FlowAction{Type: FlowActionFlag},
+		FlowAction{Type: FlowActionCount},
+		FlowAction{Type: FlowActionJump, Group: 2},
+		FlowAction{Type: FlowActionSetIPv4DSCP, DSCP: 46},
+		FlowAction{Type: FlowActionSetIPv6DSCP, DSCP: 10},
+		FlowAction{Type: FlowActionCount, ID: 7},
+		FlowAction{Type: FlowActionRSS},
+	)
+	if len(d.Actions) != 10 {
 		t.Fatalf("actions %+v", d.Actions)
 	}
 	rss := d.Actions[0]
@@ -243,53 +310,53 @@ func TestCompileFlowActions(t *testing.T) {
 	if a := d.Actions[6]; a.Type != atSetIPv6DSCP || !bytes.Equal(a.Conf, []byte{10}) {
 		t.Errorf("set_ipv6_dscp %+v", a)
 	}
-	if d.Actions[7].Type != atEnd {
-		t.Errorf("last action %+v, want END", d.Actions[7])
+	if a := d.Actions[7]; a.Type != atCount || a.ID != 7 || binary.NativeEndian.Uint32(a.Conf) != 7 {
+		t.Errorf("count id 7: %+v", a)
+	}
+	if a := d.Actions[8]; a.Type != atRSS || a.RSSQueues != nil || len(a.Conf) != 40 {
+		t.Errorf("rss without queues %+v, want an empty queue list", a)
+	}
+	if d.Actions[9].Type != atEnd {
+		t.Errorf("last action %+v, want END", d.Actions[9])
 	}
 }
 
-func TestCompileFlowRSSFromGrammar(t *testing.T) {
-	d := describe(t, "flow create 0 ingress pattern eth / ipv4 / udp / end actions rss queues 0 1 end / end")
-	if a := d.Actions[0]; a.Type != atRSS || len(a.RSSQueues) != 2 || a.RSSQueues[0] != 0 || a.RSSQueues[1] != 1 || a.RSSTypes != 0 {
-		t.Errorf("rss %+v, want queues [0 1], types 0", a)
-	}
-	d = describe(t, "flow create 0 ingress pattern eth / ipv4 / end actions set_ipv4_dscp dscp_value 46 / end")
-	if a := d.Actions[0]; a.Type != atSetIPv4DSCP || !bytes.Equal(a.Conf, []byte{46}) {
-		t.Errorf("set_ipv4_dscp %+v, want conf {46}", a)
-	}
-}
-
-func TestCompileFlowNotOffloadable(t *testing.T) {
-	for _, line := range []string{
-		"flow create 0 ingress pattern eth / ipv4 / udp dst is 4791 / ib_bth opcode is 0x81 / end actions drop / end",
-		"flow create 0 ingress pattern eth / end actions meter srtcm cir 1000000 cbs 1500 ebs 1500 / end",
+func TestNewFlowSpecRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		pattern []FlowItem
+		actions []FlowAction
+		want    string
+	}{
+		{"spec of another item type", []FlowItem{{Type: FlowItemIPv4, Spec: FlowUDP{DstPort: 1}}}, nil,
+			"pattern item 0 (ipv4): spec is a udp structure"},
+		{"mask of another item type", []FlowItem{anyEth, {Type: FlowItemUDP, Mask: FlowTCP{}}}, nil,
+			"pattern item 1 (udp): mask is a tcp structure"},
+		{"last of another item type", []FlowItem{{Type: FlowItemEth, Last: FlowVLAN{}}}, nil,
+			"pattern item 0 (eth): last is a vlan structure"},
+		{"item type without a layout", []FlowItem{{Type: FlowItemType(40)}}, nil,
+			"pattern item 0 (item-type-40): item type not supported"},
+		{"END item", []FlowItem{anyEth, {Type: FlowItemEnd}}, nil, "pattern item 1 (end): END is appended"},
+		{"dscp 64", nil, []FlowAction{{Type: FlowActionSetIPv4DSCP, DSCP: 64}},
+			"action 0 (set_ipv4_dscp): dscp 64 does not fit in 6 bits"},
+		{"meter", nil, []FlowAction{{Type: FlowActionCount}, {Type: FlowActionMeter}}, "action 1 (meter): an rte_flow meter action"},
+		{"END action", nil, []FlowAction{{Type: FlowActionEnd}}, "action 0 (end): END is appended"},
+		{"action type without a layout", nil, []FlowAction{{Type: FlowActionType(1000)}}, "action 0 (action-type-1000): action type not supported"},
 	} {
-		c, err := flowrule.Parse(line)
-		if err != nil {
-			t.Fatal(err)
+		s, err := NewFlowSpec(ingress, c.pattern, c.actions)
+		if err == nil || s != nil {
+			s.Free()
+			t.Errorf("%s: laid out, want an error", c.name)
+			continue
 		}
-		s, err := CompileFlow(&c.Rule)
-		if !errors.Is(err, ErrFlowNotOffloadable) || s != nil {
-			t.Errorf("%s: %v, want ErrFlowNotOffloadable", line, err)
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
-		t.Log(err)
-	}
-	if _, err := CompileFlow(nil); err == nil {
-		t.Error("nil rule compiled")
-	}
-	// A match of another type than the item's.
-	bad := flowrule.Rule{Items: []flowrule.Item{{Type: flowrule.ItemIPv4, UDP: &flowrule.Match[flowrule.UDPHeader]{}}}}
-	if _, err := CompileFlow(&bad); err == nil {
-		t.Error("ipv4 item with a udp match compiled")
-	}
-	bad = flowrule.Rule{Actions: []flowrule.Action{{Type: flowrule.ActSetIPv4DSCP, DSCP: 64}}}
-	if _, err := CompileFlow(&bad); err == nil {
-		t.Error("dscp 64 compiled")
 	}
 }
 
 func TestFlowSpecFree(t *testing.T) {
-	s := compile(t, "flow create 0 ingress pattern eth / ipv4 / end actions queue index 0 / end")
+	s := newSpec(t, ingress, []FlowItem{anyEth, anyIPv4}, queue(0))
 	s.Free()
 	s.Free()
 	if d := s.Describe(); d.Items != nil || d.Actions != nil {
@@ -300,6 +367,20 @@ func TestFlowSpecFree(t *testing.T) {
 	}
 	if err := Port(0).FlowValidate(nil); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("validate with a nil spec: %v, want EINVAL", err)
+	}
+}
+
+// writeEmptyPcap writes a pcap file header and no packet.
+func writeEmptyPcap(t *testing.T, path string) {
+	t.Helper()
+	h := make([]byte, 24)
+	binary.LittleEndian.PutUint32(h[0:], 0xa1b2c3d4) // microsecond timestamps
+	binary.LittleEndian.PutUint16(h[4:], 2)
+	binary.LittleEndian.PutUint16(h[6:], 4)
+	binary.LittleEndian.PutUint32(h[16:], 65535) // snaplen
+	binary.LittleEndian.PutUint32(h[20:], 1)     // Ethernet
+	if err := os.WriteFile(path, h, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -368,10 +449,7 @@ func TestFlowNoEngine(t *testing.T) {
 	defer pool.Free()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.pcap")
-	if err := pcapio.WriteFile(in, nil); err != nil {
-		t.Fatal(err)
-	}
-	rule := "flow create 0 ingress pattern eth / ipv4 / udp dst is 4791 / end actions queue index 0 / end"
+	writeEmptyPcap(t, in)
 	for _, c := range []struct{ devargs, driver string }{
 		{"net_null_flow0", "net_null"},
 		{"net_ring_flow0", "net_ring"},
@@ -379,7 +457,7 @@ func TestFlowNoEngine(t *testing.T) {
 	} {
 		t.Run(c.driver, func(t *testing.T) {
 			p := flowPort(t, c.devargs, pool)
-			s := compile(t, rule)
+			s := newSpec(t, ingress, roceV4(), queue(0))
 
 			_, err := p.FlowInfo()
 			fe := wantFlowErr(t, "flow info", err, syscall.ENOSYS)
@@ -411,7 +489,7 @@ func TestFlowNoEngine(t *testing.T) {
 }
 
 func TestFlowBadHandles(t *testing.T) {
-	s := compile(t, "flow create 0 ingress pattern eth / end actions drop / end")
+	s := newSpec(t, ingress, []FlowItem{anyEth}, drop)
 	// A port id that does not exist: rte_flow_ops_get says ENODEV.
 	wantFlowErr(t, "validate on port 0xffff", Port(0xFFFF).FlowValidate(s), syscall.ENODEV)
 	_, err := Port(0xFFFF).FlowInfo()
@@ -461,12 +539,12 @@ func TestFlowBadHandles(t *testing.T) {
 	if _, err := two.Pull(2, 8); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("pull on queue 2 of 2: %v", err)
 	}
-	other := compile(t, "flow create 0 ingress pattern eth / ipv4 / end actions drop / end")
-	two.items, two.actions = []int{itEth}, []int{atDrop}
+	other := newSpec(t, ingress, []FlowItem{anyEth, anyIPv4}, drop)
+	two.items, two.actions = []FlowItemType{itEth}, []FlowActionType{atDrop}
 	if _, err := two.AsyncCreate(0, other, false, 1); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "template") {
 		t.Errorf("async create with another pattern: %v", err)
 	}
-	two.items, two.actions = []int{itEth, itIPv4}, []int{atQueue}
+	two.items, two.actions = []FlowItemType{itEth, itIPv4}, []FlowActionType{atQueue}
 	if _, err := two.AsyncCreate(0, other, false, 1); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "template") {
 		t.Errorf("async create with other actions: %v", err)
 	}
@@ -499,49 +577,68 @@ func TestFlowTap(t *testing.T) {
 	wantFlowErr(t, "flow configure", p.FlowConfigure(1, 64), syscall.ENOTSUP)
 	// Templates need rte_flow_configure first: ethdev refuses before
 	// asking the PMD.
-	tmpl := compile(t, "flow create 0 ingress pattern eth / ipv4 / udp dst is 4791 / end actions queue index 0 / end")
+	tmpl := newSpec(t, ingress, roceV4(), queue(0))
 	_, err = p.FlowTableCreate(tmpl, 16)
 	if fe := wantFlowErr(t, "flow table create", err, syscall.EINVAL); fe.Type != FlowErrState {
 		t.Errorf("table create error type %v, want state", fe.Type)
 	}
 
-	good := []string{
-		"flow validate 0 ingress pattern eth / ipv4 / udp dst is 4791 / end actions queue index 0 / end",
-		"flow validate 0 group 1 ingress pattern eth / ipv4 / udp dst is 4791 / end actions queue index 0 / end",
-		"flow validate 0 ingress pattern eth / ipv4 dst is 10.0.0.1 / udp dst is 4791 / end actions drop / end",
+	// The rules as testpmd's grammar would give them, named by that grammar.
+	dst10001 := FlowItem{Type: FlowItemIPv4, Spec: FlowIPv4{Dst: [4]byte{10, 0, 0, 1}}, Mask: FlowIPv4{Dst: [4]byte{255, 255, 255, 255}}}
+	dscp26 := FlowItem{Type: FlowItemIPv4, Spec: FlowIPv4{TOS: 26 << 2}, Mask: FlowIPv4{TOS: 0xfc}}
+	type rule struct {
+		name    string
+		attr    FlowAttr
+		pattern []FlowItem
+		actions []FlowAction
 	}
-	for _, l := range good {
-		if err := p.FlowValidate(compile(t, l)); err != nil {
-			t.Errorf("%s: %v", l, err)
+	for _, r := range []rule{
+		{"ingress eth / ipv4 / udp dst is 4791 -> queue 0", ingress, roceV4(), []FlowAction{queue(0)}},
+		{"group 1 ingress eth / ipv4 / udp dst is 4791 -> queue 0", FlowAttr{Group: 1, Ingress: true}, roceV4(), []FlowAction{queue(0)}},
+		{"ingress eth / ipv4 dst is 10.0.0.1 / udp dst is 4791 -> drop", ingress, []FlowItem{anyEth, dst10001, udpDst(4791)}, []FlowAction{drop}},
+	} {
+		if err := p.FlowValidate(newSpec(t, r.attr, r.pattern, r.actions...)); err != nil {
+			t.Errorf("%s: %v", r.name, err)
 		}
 	}
 	for _, c := range []struct {
-		line         string
+		rule
 		errno        syscall.Errno
 		typ          FlowErrorType
 		item, action int
 		msg          string
 	}{
-		{"flow validate 0 ingress pattern eth / ipv4 / udp dst is 4791 / end actions set_ipv4_dscp dscp_value 46 / end",
+		{rule{"ingress eth / ipv4 / udp dst is 4791 -> set_ipv4_dscp 46", ingress, roceV4(),
+			[]FlowAction{{Type: FlowActionSetIPv4DSCP, DSCP: 46}}},
 			syscall.ENOTSUP, FlowErrAction, -1, 0, "action not supported"},
-		{"flow validate 0 ingress pattern eth / ipv4 / udp dst is 4791 / end actions mark id 1 / queue index 0 / end",
+		{rule{"ingress eth / ipv4 / udp dst is 4791 -> mark 1, queue 0", ingress, roceV4(),
+			[]FlowAction{{Type: FlowActionMark, ID: 1}, queue(0)}},
 			syscall.ENOTSUP, FlowErrAction, -1, 0, "action not supported"},
-		{"flow validate 0 ingress pattern eth / ipv4 dscp is 26 / udp dst is 4791 / end actions queue index 0 / end",
+		{rule{"ingress eth / ipv4 dscp is 26 / udp dst is 4791 -> queue 0", ingress, []FlowItem{anyEth, dscp26, udpDst(4791)},
+			[]FlowAction{queue(0)}},
 			syscall.ENOTSUP, FlowErrItem, 1, -1, "item not supported"},
-		{"flow validate 0 group 16 ingress pattern eth / ipv4 / udp dst is 4791 / end actions queue index 0 / end",
+		{rule{"group 16 ingress eth / ipv4 / udp dst is 4791 -> queue 0", FlowAttr{Group: 16, Ingress: true}, roceV4(),
+			[]FlowAction{queue(0)}},
 			syscall.EINVAL, FlowErrAttrGroup, -1, -1, "cannot exceed 15"},
-		{"flow validate 0 transfer pattern eth / ipv4 / udp dst is 4791 / end actions drop / end",
+		{rule{"transfer eth / ipv4 / udp dst is 4791 -> drop", FlowAttr{Transfer: true}, roceV4(), []FlowAction{drop}},
 			syscall.ENOTSUP, FlowErrAttrTransfer, -1, -1, "transfer"},
 	} {
-		fe := wantFlowErr(t, c.line, p.FlowValidate(compile(t, c.line)), c.errno)
+		fe := wantFlowErr(t, c.name, p.FlowValidate(newSpec(t, c.attr, c.pattern, c.actions...)), c.errno)
 		if fe.Type != c.typ || fe.Item != c.item || fe.Action != c.action || !strings.Contains(fe.Message, c.msg) {
 			t.Errorf("%s: type %v item %d action %d message %q, want %v, %d, %d, %q",
-				c.line, fe.Type, fe.Item, fe.Action, fe.Message, c.typ, c.item, c.action, c.msg)
+				c.name, fe.Type, fe.Item, fe.Action, fe.Message, c.typ, c.item, c.action, c.msg)
+		}
+		// The error names what it points at by type.
+		if c.item == 1 && (fe.ItemName != "ipv4" || !strings.Contains(fe.Error(), "pattern item 1 (ipv4)")) {
+			t.Errorf("%s: item name %q in %q, want ipv4", c.name, fe.ItemName, fe)
+		}
+		if c.action == 0 && fe.ActionName != c.actions[0].Type.String() {
+			t.Errorf("%s: action name %q, want %q", c.name, fe.ActionName, c.actions[0].Type)
 		}
 	}
 	// A queue the port does not have: tap blames the queue action.
 	fe := func() *FlowError {
-		err := p.FlowValidate(compile(t, "flow validate 0 ingress pattern eth / end actions queue index 5 / end"))
+		err := p.FlowValidate(newSpec(t, ingress, []FlowItem{anyEth}, queue(5)))
 		var fe *FlowError
 		if !errors.As(err, &fe) {
 			t.Fatalf("queue 5 of 1: %v, want a *FlowError", err)
@@ -557,7 +654,7 @@ func TestFlowTap(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantFlowErr(t, "flow configure on a started port", p.FlowConfigure(1, 64), syscall.EINVAL)
-	s := compile(t, "flow create 0 ingress pattern eth / ipv4 / udp dst is 4791 / end actions queue index 0 / end")
+	s := newSpec(t, ingress, roceV4(), queue(0))
 	f, err := p.FlowCreate(s)
 	if err != nil {
 		// Without the kernel's TC flower classifier and multiq qdisc, tap

@@ -18,6 +18,11 @@
 // template and a table per rule shape, rules enqueued with
 // rte_flow_async_create and the result pulled and checked), or software.
 //
+// Rules reach the NIC through the dpdk binding's flow description
+// (compile.go translates a flowrule.Rule into dpdk.FlowAttr, FlowItem and
+// FlowAction); what 22.11's rte_flow cannot express (ib_bth items, meters)
+// stops there with ErrNotOffloadable.
+//
 // A rule the NIC refuses (at compile, validate or create) runs in software,
 // and Entry.Why says why. The software table holds every rule of the port
 // as soon as one of them runs in software, with the NIC's rules marked as

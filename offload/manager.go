@@ -283,7 +283,7 @@ func validateMatrix(eng Engine) []Shape {
 		if err != nil {
 			panic("offload: bad built-in shape " + s.rule + ": " + err.Error())
 		}
-		spec, err := dpdk.CompileFlow(&r)
+		spec, err := compile(&r)
 		if err == nil {
 			err = eng.Validate(spec)
 			spec.Free()
@@ -327,7 +327,7 @@ func (m *Manager) Start(sw Software) {
 
 // trial creates and destroys r.
 func (p *port) trial(r *flowrule.Rule) error {
-	spec, err := dpdk.CompileFlow(r)
+	spec, err := compile(r)
 	if err != nil {
 		return err
 	}
@@ -347,7 +347,7 @@ func (p *port) ensureRoot(d int) error {
 	r := flowrule.Rule{Ingress: d == 0, Egress: d == 1,
 		Items:   []flowrule.Item{{Type: flowrule.ItemEth}},
 		Actions: []flowrule.Action{{Type: flowrule.ActJump, Group: 1}}}
-	spec, err := dpdk.CompileFlow(&r)
+	spec, err := compile(&r)
 	if err != nil {
 		return err
 	}
@@ -389,7 +389,7 @@ func (m *Manager) Validate(id uint16, r flowrule.Rule) (Where, string, error) {
 	}
 	if p.backend != BackendSoftware {
 		hr := p.nicRule(&r)
-		spec, err := dpdk.CompileFlow(&hr)
+		spec, err := compile(&hr)
 		if err == nil {
 			// HW steering has no synchronous validate: the template API
 			// judges a rule when its table and the rule are created.
@@ -417,7 +417,7 @@ func (p *port) refusal(err error) string {
 	if errors.Is(err, syscall.ENOSYS) {
 		return p.noEngine() + "; rule runs in software"
 	}
-	if errors.Is(err, dpdk.ErrFlowNotOffloadable) {
+	if errors.Is(err, ErrNotOffloadable) {
 		return err.Error() + "; rule runs in software"
 	}
 	return fmt.Sprintf("%s refused it: %v; rule runs in software", p.Driver, err)
@@ -582,7 +582,7 @@ func (p *port) install(r *installed) error {
 	}
 	hr := p.nicRule(&r.r)
 	r.counted = hasCount(&hr)
-	spec, err := dpdk.CompileFlow(&hr)
+	spec, err := compile(&hr)
 	if err != nil {
 		return err
 	}
