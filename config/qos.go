@@ -256,16 +256,13 @@ func validateQoS(c *checker, cfg *Config) {
 	globalBad := c.hasErrors(func(k string) bool {
 		return keyUnder(k, "qos") && !keyUnder(k, "qos.port") || keyUnder(k, "pfc")
 	})
-	var globalProblems []string
+	var globalProblems []*qos.FieldError
 	if !globalBad {
-		globalProblems = problems(g)
+		globalProblems = qos.FieldErrors(g.Validate())
 		byKey := map[string][]string{}
-		for _, msg := range globalProblems {
-			k := "qos"
-			if cfg.PFC != nil && (strings.Contains(msg, "xoff") || strings.Contains(msg, "xon") || strings.Contains(msg, "watchdog")) {
-				k = "pfc"
-			}
-			byKey[k] = append(byKey[k], msg)
+		for _, fe := range globalProblems {
+			k := globalProblemKey(fe, cfg.PFC != nil)
+			byKey[k] = append(byKey[k], fe.Message())
 		}
 		for _, k := range []string{"qos", "pfc"} {
 			if len(byKey[k]) > 0 {
@@ -286,9 +283,9 @@ func validateQoS(c *checker, cfg *Config) {
 			continue
 		}
 		var own []string // what the port's keys add to the global problems
-		for _, msg := range problems(pc) {
-			if !slices.Contains(globalProblems, msg) {
-				own = append(own, msg)
+		for _, fe := range qos.FieldErrors(pc.Validate()) {
+			if !slices.ContainsFunc(globalProblems, fe.Same) {
+				own = append(own, fe.Message())
 			}
 		}
 		if len(own) > 0 {
@@ -372,19 +369,19 @@ func portList(cfg *Config) string {
 	return "valid ports: " + strings.Join(names, ", ")
 }
 
-// problems is qos.Config.Validate's error, one message per problem.
-func problems(qc qos.Config) []string {
-	err := qc.Validate()
-	if err == nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(err.Error(), "\n") {
-		if line = strings.TrimPrefix(line, "qos: "); line != "" {
-			out = append(out, line)
+// globalProblemKey is the section a qos.Config.Validate problem of the
+// global configuration is reported at: [pfc], when the file has one, for
+// what its keys set (the thresholds, xoff against a lossless TC's queue
+// limit, and the watchdog); [qos] for the rest. A [[qos.port]]'s own
+// problems are reported at that [[qos.port]].
+func globalProblemKey(fe *qos.FieldError, hasPFC bool) string {
+	switch fe.Field {
+	case qos.FieldXoff, qos.FieldXon, qos.FieldLimit, qos.FieldWatchdog:
+		if hasPFC {
+			return "pfc"
 		}
 	}
-	return out
+	return "qos"
 }
 
 // hasErrors reports whether an error was reported for a key matching f.

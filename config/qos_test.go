@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -554,6 +555,28 @@ var qosErrorCases = []struct {
 		`t.toml:22: qos.port[1]: TC3: PFC xoff 2MB is not below the queue limit 1MB: the queue would drop before pausing` + "\x00",
 	}},
 
+	// Each problem's field decides its key: the xoff threshold is [pfc]'s.
+	{"qos.Config.Validate: xoff of 0", qosWith(
+		/* 12 */ `[qos]`,
+		/* 13 */ `preset = "nvidia-roce"`,
+		/* 14 */ `[pfc]`,
+		/* 15 */ `xoff = "0"`,
+	), []string{
+		`t.toml:14: pfc: PFC xoff must be set when a TC is lossless` + "\x00",
+	}},
+
+	// A profile qos.ECN.Validate refuses, said once, without a second
+	// package prefix.
+	{"qos.Config.Validate: ECN profile", qosWith(
+		/* 12 */ `[[qos.port]]`,
+		/* 13 */ `name = "b"`,
+		/* 14 */ `[[qos.port.tc]]`,
+		/* 15 */ `tc = 1`,
+		/* 16 */ `ecn = { min = "900KB", max = "800KB", probability = 0.5 }`,
+	), []string{
+		`t.toml:12: qos.port[0]: TC1: ECN min 900KB is above max 800KB` + "\x00",
+	}},
+
 	{"lossless TC without a PFC priority", qosWith(
 		/* 12 */ `[qos]`,
 		/* 13 */ `preset = "nvidia-roce"`,
@@ -570,4 +593,23 @@ var qosErrorCases = []struct {
 	), []string{
 		`t.toml:14: pfc: has no effect: no TC is lossless; list the lossless TCs in qos.lossless` + "\x00",
 	}},
+}
+
+// Which section a problem of the global QoS configuration is reported at
+// follows from its field alone.
+func TestGlobalProblemKey(t *testing.T) {
+	pfcFields := map[qos.Field]bool{qos.FieldXoff: true, qos.FieldXon: true, qos.FieldLimit: true, qos.FieldWatchdog: true}
+	for f := qos.FieldTrust; f <= qos.FieldWatchdog; f++ {
+		fe := &qos.FieldError{Field: f, Index: -1, Err: errors.New("x")}
+		want := "qos"
+		if pfcFields[f] {
+			want = "pfc"
+		}
+		if got := globalProblemKey(fe, true); got != want {
+			t.Errorf("%v with a [pfc] section: %q, want %q", f, got, want)
+		}
+		if got := globalProblemKey(fe, false); got != "qos" {
+			t.Errorf("%v without a [pfc] section: %q, want qos", f, got)
+		}
+	}
 }

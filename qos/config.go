@@ -116,73 +116,179 @@ func (c *Config) PFCTxConfig(speed uint64) PFCTxConfig {
 	return PFCTxConfig{Enable: c.PFCPriorities(), Xoff: c.PFC.Xoff, Xon: c.PFC.Xon, Quanta: c.PFC.Quanta, Speed: speed}
 }
 
-// Validate reports every inconsistency in c, one per line.
+// Field names what part of a Config a FieldError is about. Per-TC fields
+// carry the TC in FieldError.Index, map fields the entry's key.
+type Field uint8
+
+const (
+	FieldTrust    Field = iota + 1 // TCMap.Trust
+	FieldDSCPToTC                  // TCMap.DSCP[Index]
+	FieldPCPToTC                   // TCMap.PCP[Index]
+	FieldPrioToTC                  // PrioToTC[Index]
+	FieldRate                      // Rate
+	FieldBurst                     // Burst
+	FieldMode                      // TC[Index].Mode
+	FieldWeight                    // TC[Index].Weight
+	FieldECN                       // TC[Index].ECN, alone or its Min against TC[Index].Limit
+	FieldMaxRate                   // TC[Index].MaxRate
+	FieldMaxBurst                  // TC[Index].MaxBurst
+	FieldLimit                     // TC[Index].Limit of a lossless TC against PFC.Xoff
+	FieldLossless                  // the lossless TCs against PrioToTC
+	FieldXoff                      // PFC.Xoff
+	FieldXon                       // PFC.Xon against PFC.Xoff
+	FieldWatchdog                  // Watchdog
+	numFields
+)
+
+var fieldNames = [numFields]string{"", "trust", "dscp_to_tc", "pcp_to_tc", "prio_to_tc", "rate", "burst",
+	"mode", "weight", "ecn", "max_rate", "max_burst", "limit", "lossless", "pfc.xoff", "pfc.xon", "watchdog"}
+
+// String is the field's name in FieldError.Path.
+func (f Field) String() string {
+	if f > 0 && f < numFields {
+		return fieldNames[f]
+	}
+	return "field-" + strconv.Itoa(int(f))
+}
+
+// PerTC reports whether the field belongs to one TC (TC[Index]).
+func (f Field) PerTC() bool { return f >= FieldMode && f <= FieldLimit }
+
+// perKey reports whether the field is a map entry (its key in Index).
+func (f Field) perKey() bool { return f >= FieldDSCPToTC && f <= FieldPrioToTC }
+
+// FieldError is one problem Validate found: the field it is about and
+// what is wrong with it.
+type FieldError struct {
+	Field Field
+	Index int   // the TC of a per-TC field, the key of a map field; -1 otherwise
+	Err   error // the problem, in the field's terms
+}
+
+// Message is the problem as Error says it, without the package's prefix:
+// "TC1: DWRR weight 0 is outside 1..255".
+func (e *FieldError) Message() string {
+	if e.Field.PerTC() {
+		return "TC" + strconv.Itoa(e.Index) + ": " + e.Err.Error()
+	}
+	return e.Err.Error()
+}
+
+func (e *FieldError) Error() string { return "qos: " + e.Message() }
+
+// Same reports whether o is the same problem: the same field and index,
+// said the same way (values included).
+func (e *FieldError) Same(o *FieldError) bool {
+	return e.Field == o.Field && e.Index == o.Index && e.Message() == o.Message()
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Path names the field with its index: "tc[3].weight", "dscp_to_tc[46]",
+// "pfc.xoff".
+func (e *FieldError) Path() string {
+	switch {
+	case e.Field.PerTC():
+		return "tc[" + strconv.Itoa(e.Index) + "]." + e.Field.String()
+	case e.Field.perKey():
+		return e.Field.String() + "[" + strconv.Itoa(e.Index) + "]"
+	}
+	return e.Field.String()
+}
+
+// FieldErrors lists the *FieldErrors in err, in order: Validate's joined
+// error, or one that wraps it.
+func FieldErrors(err error) []*FieldError {
+	var out []*FieldError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *FieldError:
+			out = append(out, e)
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
+
+// Validate reports every inconsistency in c: a *FieldError each, joined
+// (errors.Join), so that the text has one per line; FieldErrors gives
+// them back.
 func (c *Config) Validate() error {
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("qos: "+format, a...)) }
+	bad := func(f Field, index int, format string, a ...any) {
+		errs = append(errs, &FieldError{Field: f, Index: index, Err: fmt.Errorf(format, a...)})
+	}
 	if c.TCMap.Trust > roce.TrustNone {
-		bad("unknown trust mode %d", c.TCMap.Trust)
+		bad(FieldTrust, -1, "unknown trust mode %d", c.TCMap.Trust)
 	}
 	for d, tc := range c.TCMap.DSCP {
 		if tc >= NumTC {
-			bad("DSCP %d maps to TC %d; TCs are 0-7", d, tc)
+			bad(FieldDSCPToTC, d, "DSCP %d maps to TC %d; TCs are 0-7", d, tc)
 		}
 	}
 	for p, tc := range c.TCMap.PCP {
 		if tc >= NumTC {
-			bad("PCP %d maps to TC %d; TCs are 0-7", p, tc)
+			bad(FieldPCPToTC, p, "PCP %d maps to TC %d; TCs are 0-7", p, tc)
 		}
 	}
 	for p, tc := range c.PrioToTC {
 		if tc >= NumTC {
-			bad("PFC priority %d maps to TC %d; TCs are 0-7", p, tc)
+			bad(FieldPrioToTC, p, "PFC priority %d maps to TC %d; TCs are 0-7", p, tc)
 		}
 	}
 	if c.Rate > MaxRate {
-		bad("port rate %s is above 1 Pbit/s", FormatRate(c.Rate))
+		bad(FieldRate, -1, "port rate %s is above 1 Pbit/s", FormatRate(c.Rate))
 	}
 	if c.Burst > MaxBurst {
-		bad("port burst %s is above %s", FormatSize(c.Burst), FormatSize(MaxBurst))
+		bad(FieldBurst, -1, "port burst %s is above %s", FormatSize(c.Burst), FormatSize(MaxBurst))
 	}
 	for i := range c.TC {
 		t := &c.TC[i]
 		switch t.Mode {
 		case DWRR:
 			if t.Weight < 1 || t.Weight > 255 {
-				bad("TC%d: DWRR weight %d is outside 1..255", i, t.Weight)
+				bad(FieldWeight, i, "DWRR weight %d is outside 1..255", t.Weight)
 			}
 		case Strict:
 		default:
-			bad("TC%d: unknown scheduling mode %d", i, t.Mode)
+			bad(FieldMode, i, "unknown scheduling mode %d", t.Mode)
 		}
-		if err := t.ECN.Validate(); err != nil {
-			bad("TC%d: %v", i, err)
+		if err := t.ECN.check(); err != nil {
+			errs = append(errs, &FieldError{Field: FieldECN, Index: i, Err: err})
 		}
 		if t.ECN.Enabled() && t.Limit != 0 && t.ECN.Min >= t.Limit {
-			bad("TC%d: ECN min %s is not below the queue limit %s: nothing would be marked", i, FormatSize(t.ECN.Min), FormatSize(t.Limit))
+			bad(FieldECN, i, "ECN min %s is not below the queue limit %s: nothing would be marked", FormatSize(t.ECN.Min), FormatSize(t.Limit))
 		}
 		if t.MaxRate > MaxRate {
-			bad("TC%d: max rate %s is above 1 Pbit/s", i, FormatRate(t.MaxRate))
+			bad(FieldMaxRate, i, "max rate %s is above 1 Pbit/s", FormatRate(t.MaxRate))
 		}
 		if t.MaxBurst > MaxBurst {
-			bad("TC%d: max burst %s is above %s", i, FormatSize(t.MaxBurst), FormatSize(MaxBurst))
+			bad(FieldMaxBurst, i, "max burst %s is above %s", FormatSize(t.MaxBurst), FormatSize(MaxBurst))
 		}
 		if t.Lossless && t.Limit != 0 && c.PFC.Xoff >= t.Limit {
-			bad("TC%d: PFC xoff %s is not below the queue limit %s: the queue would drop before pausing", i, FormatSize(c.PFC.Xoff), FormatSize(t.Limit))
+			bad(FieldLimit, i, "PFC xoff %s is not below the queue limit %s: the queue would drop before pausing", FormatSize(c.PFC.Xoff), FormatSize(t.Limit))
 		}
 	}
 	if c.LosslessTCs() != 0 {
 		if c.PFCPriorities() == 0 {
-			bad("lossless TCs %s have no PFC priority mapped to them", MaskList(c.LosslessTCs()))
+			bad(FieldLossless, -1, "lossless TCs %s have no PFC priority mapped to them", MaskList(c.LosslessTCs()))
 		}
 		if c.PFC.Xoff == 0 {
-			bad("PFC xoff must be set when a TC is lossless")
+			bad(FieldXoff, -1, "PFC xoff must be set when a TC is lossless")
 		} else if c.PFC.Xon >= c.PFC.Xoff {
-			bad("PFC xon %s must be below xoff %s", FormatSize(c.PFC.Xon), FormatSize(c.PFC.Xoff))
+			bad(FieldXon, -1, "PFC xon %s must be below xoff %s", FormatSize(c.PFC.Xon), FormatSize(c.PFC.Xoff))
 		}
 	}
-	if err := c.Watchdog.Validate(); err != nil {
-		errs = append(errs, err)
+	if err := c.Watchdog.check(); err != nil {
+		errs = append(errs, &FieldError{Field: FieldWatchdog, Index: -1, Err: err})
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package qos
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -65,13 +66,22 @@ func (c WatchdogConfig) ActionOf(tc uint8) WatchdogAction {
 
 // Validate checks the ranges.
 func (c WatchdogConfig) Validate() error {
+	if err := c.check(); err != nil {
+		return fmt.Errorf("qos: %w", err)
+	}
+	return nil
+}
+
+// check is Validate without the package's prefix, for Config.Validate's
+// FieldError.
+func (c WatchdogConfig) check() error {
 	switch {
 	case c.Action > ActionAlert:
-		return errors.New("qos: unknown PFC watchdog action " + c.Action.String())
+		return errors.New("unknown PFC watchdog action " + c.Action.String())
 	case c.TCActionSet != 0 && slices.ContainsFunc(c.TCAction[:], func(a WatchdogAction) bool { return a > ActionAlert }):
-		return errors.New("qos: unknown PFC watchdog action in a per-TC setting")
+		return errors.New("unknown PFC watchdog action in a per-TC setting")
 	case c.DetectionTime < 0 || c.RestorationTime < 0:
-		return errors.New("qos: PFC watchdog times must not be negative")
+		return errors.New("PFC watchdog times must not be negative")
 	}
 	return nil
 }

@@ -19,15 +19,24 @@ func (e ECN) Enabled() bool { return e.Max != 0 }
 
 // Validate checks the profile's ranges.
 func (e ECN) Validate() error {
+	if err := e.check(); err != nil {
+		return fmt.Errorf("qos: %w", err)
+	}
+	return nil
+}
+
+// check is Validate without the package's prefix, for Config.Validate's
+// FieldError.
+func (e ECN) check() error {
 	switch {
 	case !e.Enabled():
 		return nil
 	case e.Min > e.Max:
-		return fmt.Errorf("qos: ECN min %s is above max %s", FormatSize(e.Min), FormatSize(e.Max))
+		return fmt.Errorf("ECN min %s is above max %s", FormatSize(e.Min), FormatSize(e.Max))
 	case !(e.Probability >= 0 && e.Probability <= 1):
-		return fmt.Errorf("qos: ECN probability %v is outside 0..1", e.Probability)
+		return fmt.Errorf("ECN probability %v is outside 0..1", e.Probability)
 	case !(e.Weight >= 0 && e.Weight < 1):
-		return fmt.Errorf("qos: ECN weight %v is outside [0, 1)", e.Weight)
+		return fmt.Errorf("ECN weight %v is outside [0, 1)", e.Weight)
 	}
 	return nil
 }
