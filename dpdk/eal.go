@@ -1,5 +1,8 @@
 // Package dpdk is roce-fwd's thin binding to DPDK 22.11 (libdpdk through
-// cgo). It is the only package that imports "C".
+// cgo). It is the only package that imports "C", and it imports no other
+// roce-fwd package: it is the bottom layer, and callers translate their
+// own models into its types (package offload turns flow rules into
+// FlowAttr, FlowItem and FlowAction).
 //
 // Threading model: EAL is initialised once, from a goroutine locked to its
 // OS thread, which becomes the main lcore. Calls DPDK documents as
@@ -156,6 +159,16 @@ func Cleanup() error {
 	<-eal.stopped
 	eal.running = false
 	return errRC("rte_eal_cleanup", rc)
+}
+
+// RuntimeDir is EAL's runtime directory (rte_eal_get_runtime_dir): where
+// it keeps its sockets and shared files, <base>/dpdk/<file-prefix>. It is
+// "" before Init. EAL leaves the directory behind when it cleans up.
+func RuntimeDir() string {
+	if !Running() {
+		return ""
+	}
+	return C.GoString(C.rte_eal_get_runtime_dir())
 }
 
 // Version is DPDK's version string, e.g. "DPDK 22.11.11".

@@ -66,12 +66,13 @@ func Open(cfg *config.Config, workers int) (*Set, error) { return OpenWith(cfg, 
 // set up and before it starts: rte_flow_configure has to come then.
 func OpenWith(cfg *config.Config, workers int, beforeStart func(*Port) error) (*Set, error) {
 	s := &Set{Pools: map[int]*dpdk.Mempool{}}
-	for _, pc := range cfg.Ports {
+	for i, pc := range cfg.Ports {
 		p, err := probe(pc)
 		if err != nil {
 			s.Close()
 			return nil, err
 		}
+		p.Index = i
 		s.Ports = append(s.Ports, p)
 	}
 	demand := MbufDemand(cfg, func(pc config.Port) int {

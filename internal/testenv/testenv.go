@@ -1,11 +1,13 @@
 // Package testenv starts EAL for a test binary on virtual devices,
-// without hugepages, and writes and reads pcap files for tests.
+// without hugepages, removes EAL's runtime directory after the tests, and
+// writes and reads pcap files for tests.
 package testenv
 
 import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"roce-fwd/demotraffic"
@@ -19,8 +21,11 @@ import (
 // packages in parallel).
 func EALArgs(name string) []string {
 	return []string{"--no-huge", "-m", "512", "--no-pci", "--no-shconf",
-		"--file-prefix", fmt.Sprintf("rf-%s-%d", name, os.Getpid()), "-l", "0-1", "--log-level", "*:error"}
+		"--file-prefix", FilePrefix(name), "-l", "0-1", "--log-level", "*:error"}
 }
+
+// FilePrefix is the EAL file prefix of EALArgs(name).
+func FilePrefix(name string) string { return fmt.Sprintf("rf-%s-%d", name, os.Getpid()) }
 
 // Main initialises EAL, runs the tests and cleans up. Use it from TestMain.
 func Main(m *testing.M, name string) {
@@ -28,12 +33,28 @@ func Main(m *testing.M, name string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	dir := dpdk.RuntimeDir()
 	code := m.Run()
 	if err := dpdk.Cleanup(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
 	}
+	if err := RemoveRuntimeDir(dir, FilePrefix(name)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
 	os.Exit(code)
+}
+
+// RemoveRuntimeDir removes EAL's runtime directory dir (dpdk.RuntimeDir,
+// read while EAL ran) once EAL has cleaned up: EAL leaves it behind, with
+// its telemetry socket. dir must be named prefix, the test's own file
+// prefix, so that nothing else is ever removed.
+func RemoveRuntimeDir(dir, prefix string) error {
+	if dir == "" || filepath.Base(dir) != prefix {
+		return fmt.Errorf("EAL runtime directory %q is not named after the file prefix %q; left in place", dir, prefix)
+	}
+	return os.RemoveAll(dir)
 }
 
 // WritePcap writes frames to a new pcap file.
