@@ -30,7 +30,23 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	removeRuntimeDirs()
 	os.Exit(code)
+}
+
+// removeRuntimeDirs removes the EAL runtime directories the daemons this
+// test binary ran left behind (EAL keeps them after exit, with their
+// telemetry sockets): those of the file prefixes the tests give, which
+// carry this process's id.
+func removeRuntimeDirs() {
+	for _, base := range []string{"/var/run/dpdk", filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "dpdk"), "/tmp/dpdk"} {
+		for _, kind := range []string{"cmd", "con", "flows"} {
+			dirs, _ := filepath.Glob(filepath.Join(base, fmt.Sprintf("rf-%s-%d-*", kind, os.Getpid())))
+			for _, d := range dirs {
+				os.RemoveAll(d)
+			}
+		}
+	}
 }
 
 type result struct {
