@@ -70,5 +70,5 @@
 // the n-th tag; ipv4/ipv6 match the IP header after all tags; udp, tcp and
 // ib_bth match the headers Classify located. The ipv6 proto field is the
 // fixed header's next header; tcp behind IPv6 extension headers is not
-// located.
+// matched.
 package flowrule

@@ -531,70 +531,72 @@ func be16(b []byte) uint64 { return uint64(binary.BigEndian.Uint16(b)) }
 func be32(b []byte) uint64 { return uint64(binary.BigEndian.Uint32(b)) }
 func be48(b []byte) uint64 { return be16(b)<<32 | be32(b[2:]) }
 
-// extract builds a frame's key from its bytes and Classify's offsets.
+// extract builds a frame's key from its bytes and Classify's result: the
+// result says where each header is and what the IP header carries; the
+// key's fields are read from the headers it located.
 func extract(f []byte, r *roce.Result, k *key) {
 	n := len(f)
 	if n < roce.EthernetHeaderLen {
 		return
 	}
 	flags := uint64(fEth)
-	k[wEthDst] = be48(f[0:6])<<16 | be16(f[12:14])
-	k[wEthSrc] = be48(f[6:12]) << 16
-	if r.Tags >= 1 && n >= 18 {
+	k[wEthDst] = be48(f[roce.EthernetDstOffset:])<<16 | be16(f[roce.EthernetTypeOffset:])
+	k[wEthSrc] = be48(f[roce.EthernetSrcOffset:]) << 16
+	const tag1 = roce.EthernetHeaderLen
+	const tag2 = tag1 + roce.VLANTagLen
+	if r.Tags >= 1 && n >= tag1+roce.VLANTagLen {
 		flags |= fTag1
-		k[wVLAN] = be16(f[14:16])<<48 | be16(f[16:18])<<32
-		if r.Tags >= 2 && n >= 22 {
+		k[wVLAN] = be16(f[tag1+roce.VLANTCIOffset:])<<48 | be16(f[tag1+roce.VLANTypeOffset:])<<32
+		if r.Tags >= 2 && n >= tag2+roce.VLANTagLen {
 			flags |= fTag2
-			k[wVLAN] |= be16(f[18:20])<<16 | be16(f[20:22])
+			k[wVLAN] |= be16(f[tag2+roce.VLANTCIOffset:])<<16 | be16(f[tag2+roce.VLANTypeOffset:])
 			if r.Err == roce.ErrTooManyTags {
 				flags |= fTag3
 			}
 		}
 	}
 	l3 := int(r.L3)
-	tcp := 0
 	switch r.IPVersion {
 	case 4:
 		if l3 == 0 || l3+roce.IPv4MinHeaderLen > n {
 			break
 		}
-		ip := f[l3 : l3+roce.IPv4MinHeaderLen]
+		ip := roce.IPv4(f[l3 : l3+roce.IPv4MinHeaderLen])
 		flags |= fIPv4
-		k[wIP] = uint64(ip[1])<<32 | uint64(ip[8])<<24 | uint64(ip[9])<<16
-		k[wSrc] = be32(ip[12:16]) << 32
-		k[wDst] = be32(ip[16:20]) << 32
-		// Classify stops at a non-UDP protocol with the header checked.
-		if ip[9] == roce.ProtoTCP && r.Err == roce.ReasonNone && binary.BigEndian.Uint16(ip[6:])&0x1fff == 0 {
-			l4 := l3 + int(ip[0]&0x0f)<<2
-			if l4+20 <= l3+int(binary.BigEndian.Uint16(ip[2:])) {
-				tcp = l4
-			}
-		}
+		k[wIP] = uint64(ip.TOS())<<32 | uint64(ip.TTL())<<24 | uint64(r.L4Proto)<<16
+		k[wSrc] = be32(ip[roce.IPv4SrcOffset:]) << 32
+		k[wDst] = be32(ip[roce.IPv4DstOffset:]) << 32
 	case 6:
 		if l3 == 0 || l3+roce.IPv6HeaderLen > n {
 			break
 		}
-		ip := f[l3 : l3+roce.IPv6HeaderLen]
+		ip := roce.IPv6(f[l3 : l3+roce.IPv6HeaderLen])
 		flags |= fIPv6
-		k[wIP] = be32(ip[0:4])<<32 | uint64(ip[7])<<24 | uint64(ip[6])<<16
-		k[wSrc] = binary.BigEndian.Uint64(ip[8:16])
-		k[wSrc+1] = binary.BigEndian.Uint64(ip[16:24])
-		k[wDst] = binary.BigEndian.Uint64(ip[24:32])
-		k[wDst+1] = binary.BigEndian.Uint64(ip[32:40])
-		if ip[6] == roce.ProtoTCP && r.Err == roce.ReasonNone {
-			l4 := l3 + roce.IPv6HeaderLen
-			if l4+20 <= l4+int(binary.BigEndian.Uint16(ip[4:6])) {
-				tcp = l4
+		// The proto field is the fixed header's next header (see doc.go),
+		// not r.L4Proto, which is the one after the extension headers.
+		k[wIP] = be32(ip[roce.IPv6VTCFlowOffset:])<<32 | uint64(ip.HopLimit())<<24 | uint64(ip.NextHeader())<<16
+		k[wSrc] = binary.BigEndian.Uint64(ip[roce.IPv6SrcOffset:])
+		k[wSrc+1] = binary.BigEndian.Uint64(ip[roce.IPv6SrcOffset+8:])
+		k[wDst] = binary.BigEndian.Uint64(ip[roce.IPv6DstOffset:])
+		k[wDst+1] = binary.BigEndian.Uint64(ip[roce.IPv6DstOffset+8:])
+	}
+	// Classify sets L4 for UDP, and for TCP when a whole header lies in the
+	// IP payload of a whole datagram or first fragment. The key takes both
+	// ports with one load.
+	if l4 := int(r.L4); l4 != 0 {
+		switch r.L4Proto {
+		case roce.ProtoUDP:
+			if l4+roce.UDPHeaderLen <= n {
+				flags |= fUDP
+				k[wL4] = be32(f[l4+roce.UDPSrcPortOffset:]) << 32
+			}
+		case roce.ProtoTCP:
+			// TCP behind IPv6 extension headers is not matched (see doc.go).
+			if l4+roce.TCPMinHeaderLen <= n && (r.IPVersion == 4 || l4 == l3+roce.IPv6HeaderLen) {
+				flags |= fTCP
+				k[wL4] = be32(f[l4+roce.TCPSrcPortOffset:]) << 32
 			}
 		}
-	}
-	// Classify sets L4 for UDP only.
-	if l4 := int(r.L4); l4 != 0 && l4+roce.UDPHeaderLen <= n {
-		flags |= fUDP
-		k[wL4] = be32(f[l4:l4+4]) << 32
-	} else if tcp != 0 && tcp+20 <= n {
-		flags |= fTCP
-		k[wL4] = be32(f[tcp:tcp+4]) << 32
 	}
 	if r.BTH != 0 {
 		flags |= fBTH

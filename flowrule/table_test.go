@@ -771,6 +771,60 @@ func TestSpecialFrames(t *testing.T) {
 	}
 }
 
+// TCP is located by Classify (roce.Result.L4 with L4Proto): behind IPv4
+// options and in a first fragment it matches; behind IPv6 extension
+// headers it does not (doc.go), and a header cut short by the IP length
+// never does.
+func TestTCPLocation(t *testing.T) {
+	tab, err := Compile(mustParseRules(t,
+		"flow create 0 ingress pattern tcp src is 4660 / end actions mark id 1 / end",
+		"flow create 0 ingress priority 1 pattern udp / end actions mark id 2 / end",
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hbh := []roce.IPv6ExtSpec{{Proto: roce.ProtoHopByHop, Data: make([]byte, 6)}}
+	for _, c := range []struct {
+		name string
+		spec roce.FrameSpec
+		cut  bool // IP length 19 bytes into the TCP header
+		want int
+	}{
+		{"IPv4", roce.FrameSpec{}, false, 0},
+		{"IPv4 options", roce.FrameSpec{IPv4Options: []byte{1, 1, 1, 0}}, false, 0},
+		{"IPv4 first fragment", roce.FrameSpec{MF: true}, false, 0},
+		{"IPv4 cut", roce.FrameSpec{}, true, -1},
+		{"IPv6", roce.FrameSpec{IPv6: true}, false, 0},
+		{"IPv6 hop-by-hop", roce.FrameSpec{IPv6: true, IPv6Ext: hbh}, false, -1},
+		{"IPv6 cut", roce.FrameSpec{IPv6: true}, true, -1},
+	} {
+		c.spec.SrcPort = 0x1234
+		c.spec.Payload = make([]byte, 16)
+		f := roceFrame(t, c.spec)
+		r := classify(f)
+		l3, l4 := int(r.L3), int(r.L4)
+		switch {
+		case !c.spec.IPv6:
+			f[l3+9] = roce.ProtoTCP
+		case len(c.spec.IPv6Ext) == 0:
+			f[l3+6] = roce.ProtoTCP
+		default:
+			f[l4-8] = roce.ProtoTCP
+		}
+		if c.cut {
+			if c.spec.IPv6 {
+				binary.BigEndian.PutUint16(f[l3+4:], uint16(l4-l3-40+19))
+			} else {
+				binary.BigEndian.PutUint16(f[l3+2:], uint16(l4-l3+19))
+			}
+		}
+		r = classify(f)
+		if got := tab.Match(f, r); got != c.want {
+			t.Errorf("%s: got %d, want %d (%+v)", c.name, got, c.want, r)
+		}
+	}
+}
+
 func TestMatchAllocs(t *testing.T) {
 	tab, frames := bench1k(t)
 	var r roce.Result

@@ -84,11 +84,11 @@ func Describe(index int, frame []byte, r *roce.Result) Frame {
 	if r.Err != roce.ReasonNone {
 		f.Error = ptr(r.Err.String())
 	}
-	if r.EtherType == roce.EtherTypeMACControl {
-		if ce, q, ok := roce.ParsePFC(frame); ok {
-			f.PFC = &PFC{ClassEnable: int(ce), Quanta: q}
-		} else if q, ok := roce.ParsePause(frame); ok {
-			f.Pause = &Pause{Quanta: q}
+	if req, ok := roce.ParseMACControl(frame, r); ok {
+		if r.MACCtl == roce.MACCtlPFC {
+			f.PFC = &PFC{ClassEnable: int(req.ClassEnable), Quanta: req.Quanta}
+		} else {
+			f.Pause = &Pause{Quanta: req.Quanta[0]}
 		}
 	}
 	return f

@@ -337,8 +337,8 @@ func dropReasonOf(r qos.Reason, lossless bool) Reason {
 }
 
 // consumeMAC takes packet j of b, a PFC or PAUSE frame, off the data
-// path: it pauses the port's egress (when QoS runs: frame is then the
-// classified frame) and is counted, never forwarded.
+// path: it pauses the port's egress (when QoS runs, which classified the
+// frame: b.res[j] says what it is) and is counted, never forwarded.
 func (w *Worker) consumeMAC(b *burst, j int, frame []byte) {
 	b.drop(j, DropMACControl)
 	qs := w.qs
@@ -352,14 +352,16 @@ func (w *Worker) consumeMAC(b *burst, j int, frame []byte) {
 			qs.eg[i].idle = false // until the next poll has seen the pause
 		}
 	}
-	ce, q, ok := roce.ParsePFC(frame)
-	if ok {
-		in.rx.ReceivePFC(now, ce, &q)
-	} else if quanta, ok := roce.ParsePause(frame); ok {
-		in.rx.ReceivePause(now, quanta)
-		ce = 0xFF
-	} else {
+	r := &b.res[j]
+	req, ok := roce.ParseMACControl(frame, r)
+	if !ok {
 		return
+	}
+	ce := req.ClassEnable
+	if r.MACCtl == roce.MACCtlPFC {
+		in.rx.ReceivePFC(now, ce, &req.Quanta)
+	} else {
+		in.rx.ReceivePause(now, req.Quanta[0])
 	}
 	board := &in.shared.board
 	for p := range uint8(qos.NumTC) {

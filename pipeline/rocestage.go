@@ -127,7 +127,7 @@ func (w *Worker) roceOther(b *burst, j int, frame []byte) {
 		if rs.dropMalformed {
 			b.drop(j, DropMalformed)
 		}
-	case r.EtherType == roce.EtherTypeMACControl && !r.Tagged:
+	case r.MACCtl != roce.MACCtlNone: // untagged 0x8808
 		w.consumeMAC(b, j, frame)
 	}
 }

@@ -302,12 +302,15 @@ func addrWords(frame []byte, r *roce.Result) words {
 	l3 := int(r.L3)
 	if r.IPVersion == 4 {
 		// Source and destination are adjacent: one load for both.
-		a := binary.BigEndian.Uint64(frame[l3+12 : l3+20 : l3+20])
+		const src, end = roce.IPv4SrcOffset, roce.IPv4DstOffset + roce.IPv4AddrLen
+		a := binary.BigEndian.Uint64(frame[l3+src : l3+end : l3+end])
 		return words{0, v4mapped | a>>32, 0, v4mapped | uint64(uint32(a))}
 	}
-	ip := frame[l3+8 : l3+40]
+	// Likewise in IPv6: ip holds the source, then the destination.
+	const src, dst, end = roce.IPv6SrcOffset, roce.IPv6DstOffset, roce.IPv6DstOffset + roce.IPv6AddrLen
+	ip := frame[l3+src : l3+end]
 	return words{binary.BigEndian.Uint64(ip), binary.BigEndian.Uint64(ip[8:]),
-		binary.BigEndian.Uint64(ip[16:]), binary.BigEndian.Uint64(ip[24:])}
+		binary.BigEndian.Uint64(ip[dst-src:]), binary.BigEndian.Uint64(ip[dst-src+8:])}
 }
 
 // holds reports whether s is the flow of k and qp.

@@ -12,6 +12,39 @@ const BTHLen = 12
 // ICRCLen is the size of the invariant CRC that ends every RoCEv2 packet.
 const ICRCLen = 4
 
+// BTH field offsets.
+const (
+	BTHOpcodeOffset = 0
+	BTHFlagsOffset  = 1 // SE, MigReq, pad count (2 bits), TVer (4)
+	BTHPKeyOffset   = 2
+	// BTHDestQPOffset is the 32-bit word of FECN, BECN and 6 reserved
+	// bits (its first byte), then the 24-bit destination QP.
+	BTHDestQPOffset = 4
+	// BTHPSNOffset is the 32-bit word of AckReq and 7 reserved bits (its
+	// first byte), then the 24-bit PSN.
+	BTHPSNOffset = 8
+)
+
+// Bits of the BTH.
+const (
+	// In the flags byte.
+	bthSE       = 0x80
+	bthMigReq   = 0x40
+	bthPadShift = 4
+	bthPadMask  = 3
+	bthTVerMask = 0x0f
+
+	// In the first byte of the destination QP word.
+	bthFECN     = 0x80
+	bthBECN     = 0x40
+	bthResv6a   = 0x3f
+	bthQPMask   = 0xffffff // of the word
+	bthAckReq   = 0x80     // in the first byte of the PSN word
+	bthResv7    = 0x7f
+	bthPSNMask  = 0xffffff // of the word
+	bthWordHigh = 24       // shift of a word's first byte
+)
+
 // Opcode is the BTH opcode: transport in the top three bits, operation in
 // the low five.
 type Opcode uint8
@@ -334,30 +367,40 @@ type BTHFields struct {
 	PSN      uint32
 }
 
-func (b BTH) Opcode() Opcode      { return Opcode(b[0]) }
-func (b BTH) SE() bool            { return b[1]&0x80 != 0 }
-func (b BTH) MigReq() bool        { return b[1]&0x40 != 0 }
-func (b BTH) PadCount() uint8     { return b[1] >> 4 & 3 }
-func (b BTH) TVer() uint8         { return b[1] & 0x0f }
-func (b BTH) PKey() uint16        { return binary.BigEndian.Uint16(b[2:]) }
-func (b BTH) FECN() bool          { return b[4]&0x80 != 0 }
-func (b BTH) BECN() bool          { return b[4]&0x40 != 0 }
-func (b BTH) Resv6a() uint8       { return b[4] & 0x3f }
-func (b BTH) DestQP() uint32      { return binary.BigEndian.Uint32(b[4:]) & 0xffffff }
-func (b BTH) AckReq() bool        { return b[8]&0x80 != 0 }
-func (b BTH) Resv7() uint8        { return b[8] & 0x7f }
-func (b BTH) PSN() uint32         { return binary.BigEndian.Uint32(b[8:]) & 0xffffff }
-func (b BTH) SetOpcode(o Opcode)  { b[0] = uint8(o) }
-func (b BTH) SetPadCount(n uint8) { b[1] = b[1]&0xcf | (n&3)<<4 }
-func (b BTH) SetPKey(k uint16)    { binary.BigEndian.PutUint16(b[2:], k) }
-func (b BTH) SetFECN(v bool)      { b[4] = setBit(b[4], 0x80, v) }
-func (b BTH) SetBECN(v bool)      { b[4] = setBit(b[4], 0x40, v) }
-func (b BTH) SetAckReq(v bool)    { b[8] = setBit(b[8], 0x80, v) }
+func (b BTH) Opcode() Opcode  { return Opcode(b[BTHOpcodeOffset]) }
+func (b BTH) SE() bool        { return b[BTHFlagsOffset]&bthSE != 0 }
+func (b BTH) MigReq() bool    { return b[BTHFlagsOffset]&bthMigReq != 0 }
+func (b BTH) PadCount() uint8 { return b[BTHFlagsOffset] >> bthPadShift & bthPadMask }
+func (b BTH) TVer() uint8     { return b[BTHFlagsOffset] & bthTVerMask }
+func (b BTH) PKey() uint16    { return binary.BigEndian.Uint16(b[BTHPKeyOffset:]) }
+func (b BTH) FECN() bool      { return b[BTHDestQPOffset]&bthFECN != 0 }
+func (b BTH) BECN() bool      { return b[BTHDestQPOffset]&bthBECN != 0 }
+func (b BTH) Resv6a() uint8   { return b[BTHDestQPOffset] & bthResv6a }
+func (b BTH) DestQP() uint32 {
+	return binary.BigEndian.Uint32(b[BTHDestQPOffset:]) & bthQPMask
+}
+func (b BTH) AckReq() bool { return b[BTHPSNOffset]&bthAckReq != 0 }
+func (b BTH) Resv7() uint8 { return b[BTHPSNOffset] & bthResv7 }
+func (b BTH) PSN() uint32  { return binary.BigEndian.Uint32(b[BTHPSNOffset:]) & bthPSNMask }
+
+func (b BTH) SetOpcode(o Opcode) { b[BTHOpcodeOffset] = uint8(o) }
+func (b BTH) SetPadCount(n uint8) {
+	const m = bthPadMask << bthPadShift
+	b[BTHFlagsOffset] = b[BTHFlagsOffset]&^m | n<<bthPadShift&m
+}
+func (b BTH) SetPKey(k uint16) { binary.BigEndian.PutUint16(b[BTHPKeyOffset:], k) }
+func (b BTH) SetFECN(v bool)   { b[BTHDestQPOffset] = setBit(b[BTHDestQPOffset], bthFECN, v) }
+func (b BTH) SetBECN(v bool)   { b[BTHDestQPOffset] = setBit(b[BTHDestQPOffset], bthBECN, v) }
+func (b BTH) SetAckReq(v bool) { b[BTHPSNOffset] = setBit(b[BTHPSNOffset], bthAckReq, v) }
+
+// SetDestQP and SetPSN write the 24 bits after the word's first byte.
 func (b BTH) SetDestQP(qp uint32) {
-	b[5], b[6], b[7] = uint8(qp>>16), uint8(qp>>8), uint8(qp)
+	const o = BTHDestQPOffset
+	b[o+1], b[o+2], b[o+3] = uint8(qp>>16), uint8(qp>>8), uint8(qp)
 }
 func (b BTH) SetPSN(psn uint32) {
-	b[9], b[10], b[11] = uint8(psn>>16), uint8(psn>>8), uint8(psn)
+	const o = BTHPSNOffset
+	b[o+1], b[o+2], b[o+3] = uint8(psn>>16), uint8(psn>>8), uint8(psn)
 }
 
 func setBit(v, mask uint8, on bool) uint8 {
@@ -369,20 +412,21 @@ func setBit(v, mask uint8, on bool) uint8 {
 
 // Encode writes all 12 bytes; reserved bits become zero.
 func (b BTH) Encode(f *BTHFields) {
-	b[0] = uint8(f.Opcode)
-	b[1] = (f.PadCount&3)<<4 | f.TVer&0x0f
+	b.SetOpcode(f.Opcode)
+	flags := (f.PadCount&bthPadMask)<<bthPadShift | f.TVer&bthTVerMask
 	if f.SE {
-		b[1] |= 0x80
+		flags |= bthSE
 	}
 	if f.MigReq {
-		b[1] |= 0x40
+		flags |= bthMigReq
 	}
+	b[BTHFlagsOffset] = flags
 	b.SetPKey(f.PKey)
-	b[4] = 0
+	b[BTHDestQPOffset] = 0
 	b.SetFECN(f.FECN)
 	b.SetBECN(f.BECN)
 	b.SetDestQP(f.DestQP)
-	b[8] = 0
+	b[BTHPSNOffset] = 0
 	b.SetAckReq(f.AckReq)
 	b.SetPSN(f.PSN)
 }
@@ -393,7 +437,7 @@ func (b BTH) Ext(h ExtMask) []byte {
 	if len(b) < BTHLen {
 		return nil
 	}
-	e := &opTable[b[0]]
+	e := &opTable[b[BTHOpcodeOffset]]
 	n := h.Len()
 	if !e.Defined || e.Ext&h == 0 || n == 0 {
 		return nil
@@ -409,10 +453,10 @@ func (b BTH) Ext(h ExtMask) []byte {
 // nil when the opcode is reserved or the lengths do not add up. The view
 // must end with the ICRC.
 func (b BTH) Payload() []byte {
-	if len(b) < BTHLen+ICRCLen || !opTable[b[0]].Defined {
+	if len(b) < BTHLen+ICRCLen || !opTable[b[BTHOpcodeOffset]].Defined {
 		return nil
 	}
-	start := BTHLen + int(opTable[b[0]].ExtLen)
+	start := BTHLen + int(opTable[b[BTHOpcodeOffset]].ExtLen)
 	end := len(b) - ICRCLen - int(b.PadCount())
 	if start > end {
 		return nil

@@ -253,11 +253,12 @@ func (s *FrameSpec) Encode(b []byte) (int, error) {
 			if i+1 < len(s.IPv6Ext) {
 				next = s.IPv6Ext[i+1].Proto
 			}
-			b[off] = next
+			b[off+IPv6ExtNextHeaderOffset] = next
 			if e.Proto != ProtoFragment {
-				b[off+1] = uint8((len(e.Data)+2)/8 - 1)
+				b[off+IPv6ExtLenOffset] = uint8((len(e.Data)+2)/IPv6ExtMinLen - 1)
 			}
-			copy(b[off+2:], e.Data)
+			// Data is what follows the next-header and length bytes.
+			copy(b[off+IPv6ExtLenOffset+1:], e.Data)
 			off += len(e.Data) + 2
 		}
 	} else {

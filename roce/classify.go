@@ -115,10 +115,22 @@ func (m *TCMap) TC(r *Result) uint8 {
 }
 
 // Result is what Classify learns about one frame. Offsets count from the
-// frame start and are 0 when the header is absent.
+// frame start and are 0 when the header is absent. Later stages read it
+// instead of parsing the headers again.
+//
+// L4 is the UDP header or, when TCPMinHeaderLen bytes of it lie in the IP
+// payload, the TCP header, of a whole datagram or a first fragment;
+// L4Proto says which. L4Proto is what the IP header carries, UDP or not:
+// the IPv4 protocol, set with IPVersion, or for IPv6 the next header that
+// ends the walk through the extension headers (that of a fragment's
+// payload included), set when the walk gets there. MACCtl sorts an
+// untagged MAC control frame (EtherType 0x8808), whose request is then
+// one ParseMACControl away.
 //
 // L3 to EtherType, and PayloadOff to Tags, are adjacent for Classify's
-// fast path: their stores combine into one 8-byte store each.
+// fast path: their stores combine into one 8-byte store each; so do
+// L4Proto and RoCE, into one 2-byte store. Result is copied and zeroed per
+// packet: it stays 52 bytes, MACCtl taking a byte of what was padding.
 type Result struct {
 	L3, L4, BTH uint16
 	EtherType   uint16 // after any tags
@@ -144,14 +156,16 @@ type Result struct {
 	AETH        AETHSyndrome // valid when HasAETH
 	ICRC        ICRCState
 	Err         Reason
-	RoCE        bool // UDP destination port 4791 with a BTH
+	L4Proto     uint8 // IP protocol or IPv6 next header after the extension headers
+	RoCE        bool  // UDP destination port 4791 with a BTH
 	Tagged      bool
 	FECN        bool
 	BECN        bool
 	AckReq      bool
 	SE          bool
 	MigReq      bool
-	Fragment    bool // any IP fragment; a non-first one is never RoCE
+	Fragment    bool   // any IP fragment; a non-first one is never RoCE
+	MACCtl      MACCtl // of an untagged 0x8808 frame
 }
 
 // opRow is what Classify's fast path copies into a Result for an opcode:
@@ -193,16 +207,18 @@ func Classify(frame []byte, m *TCMap, verifyICRC bool, out *Result) {
 		l4  = l3 + IPv4MinHeaderLen
 		bth = l4 + UDPHeaderLen
 	)
-	// EtherType IPv4, version 4 with IHL 5, UDP, no fragment bits, port
-	// 4791. Compared as little-endian words: no byte swaps.
-	if binary.LittleEndian.Uint32(h[12:])&0xffffff != 0x45<<16|uint32(bswap16(EtherTypeIPv4)) ||
-		h[l3+9] != ProtoUDP || binary.LittleEndian.Uint16(h[l3+6:])&bswap16(0x3fff) != 0 ||
-		binary.LittleEndian.Uint16(h[l4+2:]) != bswap16(RoCEv2Port) {
+	// EtherType IPv4 and, in the byte after it, version 4 with IHL 5; UDP,
+	// no fragment bits, port 4791. Compared as little-endian words: no
+	// byte swaps.
+	if binary.LittleEndian.Uint32(h[EthernetTypeOffset:])&0xffffff != 0x45<<16|uint32(bswap16(EtherTypeIPv4)) ||
+		h[l3+IPv4ProtoOffset] != ProtoUDP ||
+		binary.LittleEndian.Uint16(h[l3+IPv4FragOffset:])&bswap16(ipv4FragMask) != 0 ||
+		binary.LittleEndian.Uint16(h[l4+UDPDstPortOffset:]) != bswap16(RoCEv2Port) {
 		classifyGeneral(frame, m, verifyICRC, out)
 		return
 	}
-	tl := int(binary.BigEndian.Uint16(h[l3+2:]))
-	ulen := int(binary.BigEndian.Uint16(h[l4+4:]))
+	tl := int(binary.BigEndian.Uint16(h[l3+IPv4TotalLenOffset:]))
+	ulen := int(binary.BigEndian.Uint16(h[l4+UDPLengthOffset:]))
 	if l3+tl > n || l4+ulen > l3+tl {
 		classifyGeneral(frame, m, verifyICRC, out)
 		return
@@ -214,14 +230,14 @@ func Classify(frame []byte, m *TCMap, verifyICRC bool, out *Result) {
 	// storing every field.
 	*out = Result{}
 	out.ICRCOff = uint16(l4 + ulen - ICRCLen)
-	op := Opcode(h[bth])
+	op := Opcode(h[bth+BTHOpcodeOffset])
 	extLen := int(opFast.extLen[op])
-	b1 := h[bth+1]
-	pad := int(b1 >> 4 & 3)
+	b1 := h[bth+BTHFlagsOffset]
+	pad := int(b1 >> bthPadShift & bthPadMask)
 	rest := ulen - (UDPHeaderLen + BTHLen + ICRCLen) - extLen // payload and pad
 	// rest >= pad also rejects a UDP length below 8+12+4 (and with it a
 	// total length below fastLen-l3) and reserved opcodes (reservedExtLen).
-	if b1&0x0f != 0 || rest < pad || rest&3 != 0 {
+	if b1&bthTVerMask != 0 || rest < pad || rest&3 != 0 {
 		classifyGeneral(frame, m, verifyICRC, out)
 		return
 	}
@@ -230,30 +246,30 @@ func Classify(frame []byte, m *TCMap, verifyICRC bool, out *Result) {
 		row.payloadOff, row.opcode, row.transport, row.cnp, row.hasAETH, row.ipVersion, row.tags
 	out.PayloadLen = uint16(rest - pad)
 	out.PadCount = uint8(pad)
-	out.SE = b1&0x80 != 0
-	out.MigReq = b1&0x40 != 0
+	out.SE = b1&bthSE != 0
+	out.MigReq = b1&bthMigReq != 0
 	if opFast.hasAETH[op] {
-		out.AETH = AETHSyndrome(frame[fastLen+int(opFast.aeth[op])])
+		out.AETH = AETHSyndrome(frame[fastLen+int(opFast.aeth[op])+aethSyndromeOffset])
 	}
 	if m == nil {
 		m = &defaultTCMap
 	}
-	tos := h[l3+1]
+	tos := h[l3+IPv4TOSOffset]
 	if m.Trust == TrustDSCP {
-		out.TC = m.DSCP[tos>>2]
+		out.TC = m.DSCP[tos>>dscpShift]
 	}
-	out.DSCP = tos >> 2
-	out.ECN = tos & 3
-	out.PKey = binary.BigEndian.Uint16(h[bth+2:])
-	w := binary.BigEndian.Uint32(h[bth+4:])
-	out.DestQP = w & 0xffffff
-	out.FECN = w&0x80000000 != 0
-	out.BECN = w&0x40000000 != 0
-	w = binary.BigEndian.Uint32(h[bth+8:])
-	out.PSN = w & 0xffffff
-	out.AckReq = w&0x80000000 != 0
+	out.DSCP = tos >> dscpShift
+	out.ECN = tos & ecnMask
+	out.PKey = binary.BigEndian.Uint16(h[bth+BTHPKeyOffset:])
+	w := binary.BigEndian.Uint32(h[bth+BTHDestQPOffset:])
+	out.DestQP = w & bthQPMask
+	out.FECN = w&(bthFECN<<bthWordHigh) != 0
+	out.BECN = w&(bthBECN<<bthWordHigh) != 0
+	w = binary.BigEndian.Uint32(h[bth+BTHPSNOffset:])
+	out.PSN = w & bthPSNMask
+	out.AckReq = w&(bthAckReq<<bthWordHigh) != 0
 	out.L3, out.L4, out.BTH, out.EtherType = l3, l4, bth, EtherTypeIPv4
-	out.RoCE = true
+	out.L4Proto, out.RoCE = ProtoUDP, true
 	if verifyICRC {
 		verifyFast(frame, out)
 	}
@@ -293,7 +309,7 @@ func classify(f []byte, verify bool, r *Result) {
 		r.Err = ErrTruncatedEth
 		return
 	}
-	et := binary.BigEndian.Uint16(f[12:])
+	et := binary.BigEndian.Uint16(f[EthernetTypeOffset:])
 	off := EthernetHeaderLen
 	for IsTPID(et) {
 		if r.Tags == MaxTags {
@@ -308,15 +324,16 @@ func classify(f []byte, verify bool, r *Result) {
 		t := f[off : off+VLANTagLen]
 		r.Tagged = true
 		r.Tags++
-		r.PCP = t[0] >> 5
-		r.VID = binary.BigEndian.Uint16(t) & 0x0fff
-		et = binary.BigEndian.Uint16(t[2:])
+		r.PCP = t[VLANTCIOffset] >> vlanPCPShift
+		r.VID = binary.BigEndian.Uint16(t[VLANTCIOffset:]) & vlanVIDMask
+		et = binary.BigEndian.Uint16(t[VLANTypeOffset:])
 		off += VLANTagLen
 	}
 	r.EtherType = et
 
 	var l4, ipEnd int
 	var frag bool
+	var proto uint8
 	switch et {
 	case EtherTypeIPv4:
 		if n < off+IPv4MinHeaderLen {
@@ -324,15 +341,18 @@ func classify(f []byte, verify bool, r *Result) {
 			return
 		}
 		ip := f[off : off+IPv4MinHeaderLen]
-		if ip[0]>>4 != 4 {
+		if ip[IPVersionOffset]>>4 != 4 {
 			r.Err = ErrBadIPVersion
 			return
 		}
 		r.IPVersion = 4
 		r.L3 = uint16(off)
-		r.DSCP = ip[1] >> 2
-		r.ECN = ip[1] & 3
-		hl := int(ip[0]&0x0f) << 2
+		tos := ip[IPv4TOSOffset]
+		r.DSCP = tos >> dscpShift
+		r.ECN = tos & ecnMask
+		proto = ip[IPv4ProtoOffset]
+		r.L4Proto = proto
+		hl := int(ip[IPv4VersionIHLOffset]&ipv4IHLMask) << 2
 		if hl < IPv4MinHeaderLen {
 			r.Err = ErrBadIHL
 			return
@@ -341,22 +361,19 @@ func classify(f []byte, verify bool, r *Result) {
 			r.Err = ErrTruncatedIPv4
 			return
 		}
-		tl := int(binary.BigEndian.Uint16(ip[2:]))
+		tl := int(binary.BigEndian.Uint16(ip[IPv4TotalLenOffset:]))
 		ipEnd = off + tl
 		if tl < hl || ipEnd > n {
 			r.Err = ErrIPv4TotalLength
 			return
 		}
-		fo := binary.BigEndian.Uint16(ip[6:])
-		if fo&0x3fff != 0 {
+		fo := binary.BigEndian.Uint16(ip[IPv4FragOffset:])
+		if fo&ipv4FragMask != 0 {
 			r.Fragment = true
-			if fo&0x1fff != 0 {
-				return // a later fragment has no UDP header
+			if fo&ipv4FragOffMask != 0 {
+				return // a later fragment has no transport header
 			}
 			frag = true
-		}
-		if ip[9] != ProtoUDP {
-			return
 		}
 		l4 = off + hl
 	case EtherTypeIPv6:
@@ -365,66 +382,79 @@ func classify(f []byte, verify bool, r *Result) {
 			return
 		}
 		ip := f[off : off+IPv6HeaderLen]
-		if ip[0]>>4 != 6 {
+		if ip[IPVersionOffset]>>4 != 6 {
 			r.Err = ErrBadIPVersion
 			return
 		}
 		r.IPVersion = 6
 		r.L3 = uint16(off)
-		tc := ip[0]<<4 | ip[1]>>4
-		r.DSCP = tc >> 2
-		r.ECN = tc & 3
-		ipEnd = off + IPv6HeaderLen + int(binary.BigEndian.Uint16(ip[4:]))
+		tc := IPv6(ip).TrafficClass()
+		r.DSCP = tc >> dscpShift
+		r.ECN = tc & ecnMask
+		ipEnd = off + IPv6HeaderLen + int(binary.BigEndian.Uint16(ip[IPv6PayloadLenOffset:]))
 		if ipEnd > n {
 			r.Err = ErrIPv6PayloadLength
 			return
 		}
-		nh := ip[6]
+		nh := ip[IPv6NextHeaderOffset]
 		l4 = off + IPv6HeaderLen
-		for i := 0; nh != ProtoUDP; i++ {
-			if !IsIPv6ExtHeader(nh) {
-				return
-			}
+		for i := 0; IsIPv6ExtHeader(nh); i++ {
 			if i == MaxIPv6Ext {
 				r.Err = ErrIPv6ExtChain
 				return
 			}
-			if l4+8 > ipEnd {
+			if l4+IPv6ExtMinLen > ipEnd {
 				r.Err = ErrTruncatedIPv6Ext
 				return
 			}
-			h := f[l4 : l4+8]
+			h := f[l4 : l4+IPv6ExtMinLen]
+			next := h[IPv6ExtNextHeaderOffset]
 			if nh == ProtoFragment {
 				// Offset 0 without M is an atomic fragment: a whole datagram.
-				fo := binary.BigEndian.Uint16(h[2:])
-				if fo&0xfff9 != 0 {
+				fo := binary.BigEndian.Uint16(h[IPv6FragOffsetOffset:])
+				if fo&(ipv6FragOffMask|ipv6FragM) != 0 {
 					r.Fragment = true
-					if fo&0xfff8 != 0 {
+					if fo&ipv6FragOffMask != 0 {
+						r.L4Proto = next
 						return
 					}
 					frag = true
 				}
-				l4 += 8
+				l4 += IPv6ExtMinLen
 			} else {
-				l4 += (int(h[1]) + 1) << 3
+				l4 += (int(h[IPv6ExtLenOffset]) + 1) * IPv6ExtMinLen
 			}
-			nh = h[0]
+			nh = next
 		}
-		if l4 > ipEnd {
+		proto = nh
+		r.L4Proto = proto
+		if proto == ProtoUDP && l4 > ipEnd {
 			r.Err = ErrTruncatedIPv6Ext
 			return
 		}
+	case EtherTypeMACControl:
+		if r.Tags == 0 {
+			r.MACCtl = macCtlKind(f[EthernetHeaderLen:])
+		}
+		return
 	default:
 		return
 	}
 
+	if proto != ProtoUDP {
+		// Flow rules match TCP ports: locate the header for them.
+		if proto == ProtoTCP && l4+TCPMinHeaderLen <= ipEnd {
+			r.L4 = uint16(l4)
+		}
+		return
+	}
 	if l4+UDPHeaderLen > ipEnd {
 		r.Err = ErrTruncatedUDP
 		return
 	}
 	u := f[l4 : l4+UDPHeaderLen]
 	r.L4 = uint16(l4)
-	if binary.BigEndian.Uint16(u[2:]) != RoCEv2Port {
+	if binary.BigEndian.Uint16(u[UDPDstPortOffset:]) != RoCEv2Port {
 		return
 	}
 	r.RoCE = true
@@ -438,29 +468,30 @@ func classify(f []byte, verify bool, r *Result) {
 		return
 	}
 	b := f[bth : bth+BTHLen]
-	op := Opcode(b[0])
+	op := Opcode(b[BTHOpcodeOffset])
 	r.BTH = uint16(bth)
 	r.Opcode = op
 	r.Transport = Transport(op >> 5)
 	r.CNP = op == OpCNP
-	r.SE = b[1]&0x80 != 0
-	r.MigReq = b[1]&0x40 != 0
-	pad := int(b[1] >> 4 & 3)
+	flags := b[BTHFlagsOffset]
+	r.SE = flags&bthSE != 0
+	r.MigReq = flags&bthMigReq != 0
+	pad := int(flags >> bthPadShift & bthPadMask)
 	r.PadCount = uint8(pad)
-	r.TVer = b[1] & 0x0f
-	r.PKey = binary.BigEndian.Uint16(b[2:])
-	r.FECN = b[4]&0x80 != 0
-	r.BECN = b[4]&0x40 != 0
-	r.DestQP = binary.BigEndian.Uint32(b[4:]) & 0xffffff
-	r.AckReq = b[8]&0x80 != 0
-	r.PSN = binary.BigEndian.Uint32(b[8:]) & 0xffffff
+	r.TVer = flags & bthTVerMask
+	r.PKey = binary.BigEndian.Uint16(b[BTHPKeyOffset:])
+	r.FECN = b[BTHDestQPOffset]&bthFECN != 0
+	r.BECN = b[BTHDestQPOffset]&bthBECN != 0
+	r.DestQP = binary.BigEndian.Uint32(b[BTHDestQPOffset:]) & bthQPMask
+	r.AckReq = b[BTHPSNOffset]&bthAckReq != 0
+	r.PSN = binary.BigEndian.Uint32(b[BTHPSNOffset:]) & bthPSNMask
 	if frag {
 		// The ICRC is in the last fragment; nothing more to check here.
 		r.Err = ErrIPFragment
 		return
 	}
 
-	ulen := int(binary.BigEndian.Uint16(u[4:]))
+	ulen := int(binary.BigEndian.Uint16(u[UDPLengthOffset:]))
 	if ulen < UDPHeaderLen+BTHLen+ICRCLen || l4+ulen > ipEnd {
 		r.Err = ErrUDPLength
 		return
@@ -482,7 +513,7 @@ func classify(f []byte, verify bool, r *Result) {
 		}
 		if opFast.hasAETH[op] {
 			r.HasAETH = true
-			r.AETH = AETHSyndrome(f[ext+int(opFast.aeth[op])])
+			r.AETH = AETHSyndrome(f[ext+int(opFast.aeth[op])+aethSyndromeOffset])
 		}
 		rest := icrcOff - extEnd
 		if pad > rest || rest&3 != 0 {

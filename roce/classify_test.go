@@ -632,11 +632,198 @@ func TestZeroAllocs(t *testing.T) {
 	}
 	var q [8]uint16
 	buf := make([]byte, 60)
+	pfc := roce.Result{MACCtl: roce.MACCtlPFC}
 	if a := testing.AllocsPerRun(1000, func() {
 		roce.ParsePFC(buf)
+		roce.ParseMACControl(buf, &pfc)
 		roce.BuildPFC(buf, roce.MAC{}, 1, q)
 		roce.ICRC(f4, l3, l4, 60)
 	}); a != 0 {
 		t.Errorf("PFC/ICRC: %v allocs", a)
+	}
+}
+
+// withProto builds a RoCEv2 frame and relabels its transport as proto, in
+// the IPv4 header or in the last IPv6 next-header field before it.
+func withProto(t *testing.T, s roce.FrameSpec, proto uint8) []byte {
+	t.Helper()
+	f := build(t, s)
+	var r roce.Result
+	roce.Classify(f, nil, false, &r)
+	switch {
+	case !s.IPv6:
+		f[r.L3+9] = proto
+	case len(s.IPv6Ext) == 0:
+		f[r.L3+6] = proto
+	default:
+		f[r.L4-8] = proto // the last extension header is 8 bytes long here
+	}
+	return f
+}
+
+func TestL4Proto(t *testing.T) {
+	hbh := []roce.IPv6ExtSpec{{Proto: roce.ProtoHopByHop, Data: make([]byte, 6)}}
+	spec := func(v6 bool, ext []roce.IPv6ExtSpec) roce.FrameSpec {
+		s := rocetest.Spec(roce.OpRC|roce.OpSendOnly, 1)
+		s.IPv6, s.IPv6Ext, s.Payload = v6, ext, make([]byte, 16)
+		return s
+	}
+	for _, c := range []struct {
+		name  string
+		s     roce.FrameSpec
+		proto uint8
+		l4    uint16 // 0: no transport header located
+	}{
+		{"IPv4 TCP", spec(false, nil), roce.ProtoTCP, 34},
+		{"IPv4 ICMP", spec(false, nil), 1, 0},
+		{"IPv6 TCP", spec(true, nil), roce.ProtoTCP, 54},
+		{"IPv6 HBH TCP", spec(true, hbh), roce.ProtoTCP, 62},
+		{"IPv6 HBH ICMPv6", spec(true, hbh), 58, 0},
+	} {
+		f := withProto(t, c.s, c.proto)
+		r := classify(f)
+		if r.L4Proto != c.proto || r.L4 != c.l4 || r.RoCE || r.Err != roce.ReasonNone || r.BTH != 0 {
+			t.Errorf("%s: %+v", c.name, r)
+		}
+	}
+
+	// A TCP header must fit in the IP payload, not merely in the frame.
+	f := withProto(t, spec(false, nil), roce.ProtoTCP)
+	binary.BigEndian.PutUint16(f[l3+2:], 20+19)
+	if r := classify(f); r.L4Proto != roce.ProtoTCP || r.L4 != 0 || r.Err != roce.ReasonNone {
+		t.Errorf("short TCP: %+v", r)
+	}
+
+	// Fragments: the protocol is known, the transport header only in the first.
+	s := spec(false, nil)
+	s.FragmentOffset = 100
+	if r := classify(withProto(t, s, roce.ProtoTCP)); r.L4Proto != roce.ProtoTCP || r.L4 != 0 || !r.Fragment {
+		t.Errorf("IPv4 later fragment: %+v", r)
+	}
+	s = spec(false, nil)
+	s.MF = true
+	if r := classify(withProto(t, s, roce.ProtoTCP)); r.L4Proto != roce.ProtoTCP || r.L4 != 34 || !r.Fragment {
+		t.Errorf("IPv4 first fragment: %+v", r)
+	}
+	s = spec(true, []roce.IPv6ExtSpec{{Proto: roce.ProtoFragment, Data: []byte{0x05, 0x39, 0, 0, 0, 1}}})
+	if r := classify(build(t, s)); r.L4Proto != roce.ProtoUDP || r.L4 != 0 || r.RoCE || !r.Fragment {
+		t.Errorf("IPv6 later fragment: %+v", r)
+	}
+
+	// RoCEv2, on both paths.
+	for _, v6 := range []bool{false, true} {
+		if r := classify(build(t, spec(v6, nil))); r.L4Proto != roce.ProtoUDP || !r.RoCE {
+			t.Errorf("RoCEv2 v6=%v: %+v", v6, r)
+		}
+	}
+	if r := classify(build(t, spec(true, []roce.IPv6ExtSpec{{Proto: roce.ProtoDestOpts, Data: make([]byte, 14)}}))); r.L4Proto != roce.ProtoUDP || !r.RoCE {
+		t.Errorf("RoCEv2 behind destination options: %+v", r)
+	}
+	arp := make([]byte, 60)
+	roce.Ethernet(arp).SetEtherType(roce.EtherTypeARP)
+	if r := classify(arp); r.L4Proto != 0 || r.L4 != 0 {
+		t.Errorf("ARP: %+v", r)
+	}
+}
+
+func TestMACCtl(t *testing.T) {
+	q := [8]uint16{9, 0, 0, 0xffff, 0, 0, 0, 1}
+	pfc := make([]byte, 60)
+	roce.BuildPFC(pfc, roce.MAC{2}, 0x89, q)
+	pause := make([]byte, 60)
+	roce.BuildPause(pause, roce.MAC{2}, 300)
+	other := slices.Clone(pause)
+	other[15] = 0x03 // GATE, an EPON opcode
+	tagged := slices.Concat(pfc[:12], []byte{0x81, 0, 0, 5}, pfc[12:])
+	for _, c := range []struct {
+		name  string
+		f     []byte
+		kind  roce.MACCtl
+		req   roce.PauseRequest
+		parse bool
+	}{
+		{"PFC", pfc, roce.MACCtlPFC, roce.PauseRequest{ClassEnable: 0x89, Quanta: q}, true},
+		{"PAUSE", pause, roce.MACCtlPause, roce.PauseRequest{ClassEnable: 0xff, Quanta: [8]uint16{300, 300, 300, 300, 300, 300, 300, 300}}, true},
+		{"other opcode", other, roce.MACCtlOther, roce.PauseRequest{}, false},
+		{"PFC cut short", pfc[:14+19], roce.MACCtlOther, roce.PauseRequest{}, false},
+		{"PAUSE cut short", pause[:14+3], roce.MACCtlOther, roce.PauseRequest{}, false},
+		{"no opcode", pfc[:15], roce.MACCtlOther, roce.PauseRequest{}, false},
+		{"tagged PFC", tagged, roce.MACCtlNone, roce.PauseRequest{}, false},
+	} {
+		r := classify(c.f)
+		if r.MACCtl != c.kind || r.EtherType != roce.EtherTypeMACControl || r.Err != roce.ReasonNone {
+			t.Errorf("%s: %v %+v", c.name, r.MACCtl, r)
+		}
+		req, ok := roce.ParseMACControl(c.f, &r)
+		if ok != c.parse || req != c.req {
+			t.Errorf("%s: ParseMACControl %+v %v", c.name, req, ok)
+		}
+	}
+	// A result that does not belong to the frame never makes it panic.
+	r := roce.Result{MACCtl: roce.MACCtlPFC}
+	if _, ok := roce.ParseMACControl(pfc[:20], &r); ok {
+		t.Error("PFC result on a short frame")
+	}
+	r.MACCtl = roce.MACCtlPause
+	if _, ok := roce.ParseMACControl(pfc[:16], &r); ok {
+		t.Error("PAUSE result on a short frame")
+	}
+	if roce.MACCtlPFC.String() != "pfc" || roce.MACCtl(9).String() != "macctl-9" {
+		t.Error("names")
+	}
+}
+
+// TestOffsets checks the named offsets against the wire formats' literal
+// positions, and the views against them on a built frame.
+func TestOffsets(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		got, want int
+	}{
+		{"eth dst", roce.EthernetDstOffset, 0}, {"eth src", roce.EthernetSrcOffset, 6},
+		{"eth type", roce.EthernetTypeOffset, 12}, {"vlan tci", roce.VLANTCIOffset, 0},
+		{"vlan type", roce.VLANTypeOffset, 2}, {"ipv4 tos", roce.IPv4TOSOffset, 1},
+		{"ipv4 total length", roce.IPv4TotalLenOffset, 2}, {"ipv4 id", roce.IPv4IDOffset, 4},
+		{"ipv4 frag", roce.IPv4FragOffset, 6}, {"ipv4 ttl", roce.IPv4TTLOffset, 8},
+		{"ipv4 proto", roce.IPv4ProtoOffset, 9}, {"ipv4 checksum", roce.IPv4ChecksumOffset, 10},
+		{"ipv4 src", roce.IPv4SrcOffset, 12}, {"ipv4 dst", roce.IPv4DstOffset, 16},
+		{"ipv6 payload length", roce.IPv6PayloadLenOffset, 4}, {"ipv6 next header", roce.IPv6NextHeaderOffset, 6},
+		{"ipv6 hop limit", roce.IPv6HopLimitOffset, 7}, {"ipv6 src", roce.IPv6SrcOffset, 8},
+		{"ipv6 dst", roce.IPv6DstOffset, 24}, {"ipv6 frag offset", roce.IPv6FragOffsetOffset, 2},
+		{"udp src", roce.UDPSrcPortOffset, 0}, {"udp dst", roce.UDPDstPortOffset, 2},
+		{"udp length", roce.UDPLengthOffset, 4}, {"udp checksum", roce.UDPChecksumOffset, 6},
+		{"bth flags", roce.BTHFlagsOffset, 1}, {"bth pkey", roce.BTHPKeyOffset, 2},
+		{"bth dest qp", roce.BTHDestQPOffset, 4}, {"bth psn", roce.BTHPSNOffset, 8},
+		{"pause quanta", roce.PauseQuantaOffset, 2}, {"pfc class enable", roce.PFCClassEnableOffset, 2},
+		{"pfc quanta", roce.PFCQuantaOffset, 4},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, c.got, c.want)
+		}
+	}
+
+	s := rocetest.Spec(roce.OpRC|roce.OpSendOnly, 7)
+	s.Tags = []roce.VLANTag{{PCP: 5, DEI: true, VID: 0xabc}}
+	s.DSCP, s.ECN, s.TTL, s.SrcPort = 26, roce.ECNECT0, 9, 0x1234
+	s.BTH.SE, s.BTH.MigReq, s.BTH.FECN, s.BTH.BECN, s.BTH.AckReq = true, false, true, true, true
+	s.BTH.PKey, s.BTH.DestQP, s.BTH.PSN = 0xfffe, 0xabcdef, 0x123456
+	f := build(t, s)
+	const v, ip, u, b = 14, 18, 38, 46
+	if f[12] != 0x81 || f[v] != 5<<5|0x10|0x0a || f[v+1] != 0xbc || f[v+2] != 0x08 {
+		t.Errorf("tag % x", f[12:v+4])
+	}
+	if f[ip+1] != 26<<2|2 || f[ip+8] != 9 || f[ip+9] != 17 || binary.BigEndian.Uint16(f[u:]) != 0x1234 {
+		t.Errorf("IP/UDP % x", f[ip:u+8])
+	}
+	if f[b+1] != 0x80 || f[b+4] != 0xc0 || f[b+5] != 0xab || f[b+7] != 0xef || f[b+8] != 0x80 || f[b+11] != 0x56 {
+		t.Errorf("BTH % x", f[b:b+12])
+	}
+	vl, bth := roce.VLAN(f[v:]), roce.BTH(f[b:])
+	if vl.PCP() != 5 || !vl.DEI() || vl.VID() != 0xabc || vl.EtherType() != roce.EtherTypeIPv4 {
+		t.Errorf("VLAN view %d %v %#x", vl.PCP(), vl.DEI(), vl.VID())
+	}
+	if !bth.SE() || bth.MigReq() || !bth.FECN() || !bth.BECN() || bth.Resv6a() != 0 || !bth.AckReq() ||
+		bth.PKey() != 0xfffe || bth.DestQP() != 0xabcdef || bth.PSN() != 0x123456 {
+		t.Errorf("BTH view % x", f[b:b+12])
 	}
 }

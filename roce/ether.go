@@ -22,6 +22,28 @@ const (
 	EtherTypeQinQ9100   = 0x9100 // pre-802.1ad service tag still seen in the field
 )
 
+// Ethernet header field offsets.
+const (
+	EthernetDstOffset  = 0
+	EthernetSrcOffset  = 6
+	EthernetTypeOffset = 12 // the EtherType, or the TPID of the first tag
+	MACLen             = 6
+)
+
+// VLAN tag field offsets, counted from the tag control information, the
+// first byte after the TPID.
+const (
+	VLANTCIOffset  = 0 // PCP (3 bits), DEI (1), VID (12)
+	VLANTypeOffset = 2 // the EtherType (or TPID) of what the tag encloses
+)
+
+// Bits of the tag control information.
+const (
+	vlanPCPShift = 5    // in the first byte
+	vlanDEI      = 0x10 // in the first byte
+	vlanVIDMask  = 0x0fff
+)
+
 // MaxTags is how many VLAN tags the classifier walks (QinQ).
 const MaxTags = 2
 
@@ -54,13 +76,17 @@ type EthernetFields struct {
 	EtherType uint16
 }
 
-func (b Ethernet) Dst() MAC          { return MAC(b[0:6]) }
-func (b Ethernet) Src() MAC          { return MAC(b[6:12]) }
-func (b Ethernet) EtherType() uint16 { return binary.BigEndian.Uint16(b[12:]) }
+func (b Ethernet) Dst() MAC { return MAC(b[EthernetDstOffset : EthernetDstOffset+MACLen]) }
+func (b Ethernet) Src() MAC { return MAC(b[EthernetSrcOffset : EthernetSrcOffset+MACLen]) }
+func (b Ethernet) EtherType() uint16 {
+	return binary.BigEndian.Uint16(b[EthernetTypeOffset:])
+}
 
-func (b Ethernet) SetDst(m MAC)          { copy(b[0:6], m[:]) }
-func (b Ethernet) SetSrc(m MAC)          { copy(b[6:12], m[:]) }
-func (b Ethernet) SetEtherType(t uint16) { binary.BigEndian.PutUint16(b[12:], t) }
+func (b Ethernet) SetDst(m MAC) { copy(b[EthernetDstOffset:EthernetDstOffset+MACLen], m[:]) }
+func (b Ethernet) SetSrc(m MAC) { copy(b[EthernetSrcOffset:EthernetSrcOffset+MACLen], m[:]) }
+func (b Ethernet) SetEtherType(t uint16) {
+	binary.BigEndian.PutUint16(b[EthernetTypeOffset:], t)
+}
 
 // Encode writes all fields of the header.
 func (b Ethernet) Encode(f *EthernetFields) {
@@ -81,23 +107,26 @@ type VLANFields struct {
 	EtherType uint16
 }
 
-func (b VLAN) PCP() uint8        { return b[0] >> 5 }
-func (b VLAN) DEI() bool         { return b[0]&0x10 != 0 }
-func (b VLAN) VID() uint16       { return binary.BigEndian.Uint16(b) & 0x0fff }
-func (b VLAN) EtherType() uint16 { return binary.BigEndian.Uint16(b[2:]) }
+func (b VLAN) PCP() uint8        { return b[VLANTCIOffset] >> vlanPCPShift }
+func (b VLAN) DEI() bool         { return b[VLANTCIOffset]&vlanDEI != 0 }
+func (b VLAN) VID() uint16       { return binary.BigEndian.Uint16(b[VLANTCIOffset:]) & vlanVIDMask }
+func (b VLAN) EtherType() uint16 { return binary.BigEndian.Uint16(b[VLANTypeOffset:]) }
 
-func (b VLAN) SetPCP(p uint8)        { b[0] = b[0]&0x1f | p<<5 }
-func (b VLAN) SetEtherType(t uint16) { binary.BigEndian.PutUint16(b[2:], t) }
+func (b VLAN) SetPCP(p uint8) {
+	b[VLANTCIOffset] = b[VLANTCIOffset]&^(7<<vlanPCPShift) | p<<vlanPCPShift
+}
+func (b VLAN) SetEtherType(t uint16) { binary.BigEndian.PutUint16(b[VLANTypeOffset:], t) }
 func (b VLAN) SetVID(v uint16) {
-	binary.BigEndian.PutUint16(b, binary.BigEndian.Uint16(b)&0xf000|v&0x0fff)
+	tci := binary.BigEndian.Uint16(b[VLANTCIOffset:])
+	binary.BigEndian.PutUint16(b[VLANTCIOffset:], tci&^vlanVIDMask|v&vlanVIDMask)
 }
 
 // Encode writes all fields of the tag.
 func (b VLAN) Encode(f *VLANFields) {
-	tci := uint16(f.PCP&7)<<13 | f.VID&0x0fff
+	tci := uint16(f.PCP&7)<<(8+vlanPCPShift) | f.VID&vlanVIDMask
 	if f.DEI {
-		tci |= 0x1000
+		tci |= vlanDEI << 8
 	}
-	binary.BigEndian.PutUint16(b, tci)
+	binary.BigEndian.PutUint16(b[VLANTCIOffset:], tci)
 	b.SetEtherType(f.EtherType)
 }

@@ -28,6 +28,11 @@ func addSeeds(f *testing.F) {
 	for _, c := range rocetest.Corpus() {
 		f.Add(c.Frame)
 	}
+	pfc, pause := make([]byte, 60), make([]byte, 60)
+	roce.BuildPFC(pfc, roce.MAC{2}, 0x08, [8]uint16{3: 0xffff})
+	roce.BuildPause(pause, roce.MAC{2}, 0xffff)
+	f.Add(pfc)
+	f.Add(pause)
 	// Captures are optional here: a fuzz target must not skip without them.
 	for _, fr := range rocetest.CaptureFrames() {
 		f.Add(fr)
@@ -49,7 +54,7 @@ var junkResult = roce.Result{L3: 1, L4: 2, BTH: 3, PayloadOff: 4, PayloadLen: 5,
 	EtherType: 7, VID: 8, PKey: 9, DestQP: 10, PSN: 11, Opcode: 12, Transport: 13, IPVersion: 14,
 	Tags: 15, PCP: 16, DSCP: 17, ECN: 18, TC: 19, PadCount: 20, TVer: 21, AETH: 22, ICRC: 23,
 	Err: 24, RoCE: true, Tagged: true, CNP: true, FECN: true, BECN: true, AckReq: true, SE: true,
-	MigReq: true, HasAETH: true, Fragment: true}
+	MigReq: true, HasAETH: true, Fragment: true, L4Proto: 25, MACCtl: 26}
 
 // checkAgree compares Classify, fast path included, with the general path.
 func checkAgree(t *testing.T, frame []byte) {
@@ -123,6 +128,7 @@ func FuzzClassify(f *testing.F) {
 				t.Fatalf("opcode %+v", r)
 			}
 		}
+		checkL4AndMACCtl(t, frame, &r)
 		if r.ICRC != roce.ICRCUnchecked {
 			want := refICRC(frame, int(r.L3), int(r.L4), int(r.ICRCOff))
 			got := binary.LittleEndian.Uint32(frame[r.ICRCOff:])
@@ -131,6 +137,53 @@ func FuzzClassify(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkL4AndMACCtl checks L4, L4Proto and MACCtl against the frame, read
+// with literal offsets, and ParseMACControl against ParsePFC/ParsePause.
+func checkL4AndMACCtl(t *testing.T, frame []byte, r *roce.Result) {
+	t.Helper()
+	n := len(frame)
+	if r.RoCE && r.L4Proto != roce.ProtoUDP {
+		t.Fatalf("RoCE over protocol %d: %+v", r.L4Proto, r)
+	}
+	if r.L4 != 0 {
+		switch r.L4Proto {
+		case roce.ProtoUDP:
+			if int(r.L4)+8 > n {
+				t.Fatalf("UDP past the frame: %+v", r)
+			}
+		case roce.ProtoTCP:
+			if int(r.L4)+20 > n || r.Err != roce.ReasonNone || r.RoCE {
+				t.Fatalf("TCP: %+v", r)
+			}
+		default:
+			t.Fatalf("L4 for protocol %d: %+v", r.L4Proto, r)
+		}
+	}
+	if r.IPVersion == 4 && r.L4Proto != frame[r.L3+9] {
+		t.Fatalf("IPv4 protocol %d, L4Proto %d", frame[r.L3+9], r.L4Proto)
+	}
+	if r.IPVersion == 6 && r.L4 != 0 && r.L4 == r.L3+40 && r.L4Proto != frame[r.L3+6] {
+		t.Fatalf("IPv6 next header %d, L4Proto %d", frame[r.L3+6], r.L4Proto)
+	}
+	untagged := n >= 14 && frame[12] == 0x88 && frame[13] == 0x08
+	if (r.MACCtl != roce.MACCtlNone) != untagged {
+		t.Fatalf("MACCtl %v for EtherType % x: %+v", r.MACCtl, frame[12:14], r)
+	}
+	req, ok := roce.ParseMACControl(frame, r)
+	ce, q, pfc := roce.ParsePFC(frame)
+	pq, pause := roce.ParsePause(frame)
+	switch {
+	case pfc != (r.MACCtl == roce.MACCtlPFC) || pause != (r.MACCtl == roce.MACCtlPause):
+		t.Fatalf("MACCtl %v, ParsePFC %v, ParsePause %v", r.MACCtl, pfc, pause)
+	case ok != (pfc || pause):
+		t.Fatalf("ParseMACControl %v for %v", ok, r.MACCtl)
+	case pfc && (req.ClassEnable != ce || req.Quanta != q):
+		t.Fatalf("PFC %+v, ParsePFC %#x %v", req, ce, q)
+	case pause && (req.ClassEnable != 0xff || req.Quanta != [8]uint16{pq, pq, pq, pq, pq, pq, pq, pq}):
+		t.Fatalf("PAUSE %+v, ParsePause %d", req, pq)
+	}
 }
 
 func FuzzICRC(f *testing.F) {

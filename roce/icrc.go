@@ -86,41 +86,49 @@ func crcTail(crc uint32, p []byte) uint32 {
 	return crcUpdate(crc, p)
 }
 
+// maskIP sets the IP header fields the ICRC does not cover to all-ones.
 func maskIP(s []byte, v6 bool) {
 	if v6 {
-		s[0] |= 0x0f // traffic class high nibble
-		s[1], s[2], s[3] = 0xff, 0xff, 0xff
-		s[7] = 0xff // hop limit
+		// Traffic class and flow label: all of the first word but the version.
+		s[ipv6TCHiOffset] |= 0x0f
+		s[IPv6VTCFlowOffset+1], s[IPv6VTCFlowOffset+2], s[IPv6VTCFlowOffset+3] = 0xff, 0xff, 0xff
+		s[IPv6HopLimitOffset] = 0xff
 		return
 	}
-	s[1] = 0xff               // TOS
-	s[8] = 0xff               // TTL
-	s[10], s[11] = 0xff, 0xff // header checksum
+	s[IPv4TOSOffset] = 0xff
+	s[IPv4TTLOffset] = 0xff
+	s[IPv4ChecksumOffset], s[IPv4ChecksumOffset+1] = 0xff, 0xff
 }
 
+// maskUDPBTH does the same for the UDP header and the BTH after it.
 func maskUDPBTH(s []byte) {
-	s[6], s[7] = 0xff, 0xff  // UDP checksum
-	s[UDPHeaderLen+4] = 0xff // FECN, BECN, resv6a
+	s[UDPChecksumOffset], s[UDPChecksumOffset+1] = 0xff, 0xff
+	s[UDPHeaderLen+BTHDestQPOffset] = 0xff // FECN, BECN, resv6a: the byte before the QP
 }
 
 // Variant-field masks, as little-endian words, over the IP, UDP and BTH
 // headers of the two layouts nearly all RoCE traffic uses: OR-ing them in
 // while reading saves copying the headers to a scratch buffer.
 var (
-	maskV4 = [5]uint64{ // IPv4 without options: 20+8+12 bytes
-		0x000000000000ff00, // TOS
-		0x00000000ffff00ff, // TTL, header checksum
-		0,
-		0x00000000ffff0000, // UDP checksum
-		0x00000000000000ff, // BTH byte 4
-	}
-	maskV6 = [7]uint64{ // IPv6 without extension headers: 40+8 bytes, BTH bytes 0-7
-		0xff000000ffffff0f, // traffic class, flow label, hop limit
-		0, 0, 0, 0,
-		0xffff000000000000, // UDP checksum
-		0x000000ff00000000, // BTH byte 4
-	}
+	maskV4 [5]uint64 // IPv4 without options: 20+8+12 bytes
+	maskV6 [7]uint64 // IPv6 without extension headers: 40+8 bytes, BTH bytes 0-7
 )
+
+func init() {
+	wordMasks(maskV4[:], false, IPv4MinHeaderLen)
+	wordMasks(maskV6[:], true, IPv6HeaderLen)
+}
+
+// wordMasks builds the masks of one layout with maskIP and maskUDPBTH, so
+// that the masked fields are named in one place.
+func wordMasks(w []uint64, v6 bool, ipLen int) {
+	b := make([]byte, 8*len(w))
+	maskIP(b, v6)
+	maskUDPBTH(b[ipLen:])
+	for i := range w {
+		w[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+}
 
 // crcMasked is crcUpdate over len(masks) words of p, each OR-ed with its mask.
 func crcMasked(crc uint32, p []byte, masks []uint64) uint32 {
@@ -178,7 +186,7 @@ func ICRC(frame []byte, l3, l4, icrcOff int) (crc uint32, ok bool) {
 	if l3 < 0 || l4 <= l3 || l4+UDPHeaderLen+BTHLen > icrcOff || icrcOff+ICRCLen > len(frame) {
 		return 0, false
 	}
-	switch frame[l3] >> 4 {
+	switch frame[l3+IPVersionOffset] >> 4 {
 	case 4:
 		if l4-l3 > IPv4MaxHeaderLen || l4-l3 < IPv4MinHeaderLen {
 			return 0, false

@@ -10,6 +10,23 @@ const (
 	RoCEv2Port = 4791
 )
 
+// UDP header field offsets.
+const (
+	UDPSrcPortOffset  = 0
+	UDPDstPortOffset  = 2
+	UDPLengthOffset   = 4
+	UDPChecksumOffset = 6
+)
+
+// TCP header field offsets: the ports, where they are in UDP too.
+const (
+	TCPSrcPortOffset = 0
+	TCPDstPortOffset = 2
+	// TCPMinHeaderLen is a TCP header without options: Classify locates
+	// a TCP header only when this much of it lies in the IP payload.
+	TCPMinHeaderLen = 20
+)
+
 // UDP is a view of a UDP header.
 type UDP []byte
 
@@ -20,15 +37,15 @@ type UDPFields struct {
 	Checksum         uint16
 }
 
-func (b UDP) SrcPort() uint16  { return binary.BigEndian.Uint16(b) }
-func (b UDP) DstPort() uint16  { return binary.BigEndian.Uint16(b[2:]) }
-func (b UDP) Length() uint16   { return binary.BigEndian.Uint16(b[4:]) }
-func (b UDP) Checksum() uint16 { return binary.BigEndian.Uint16(b[6:]) }
+func (b UDP) SrcPort() uint16  { return binary.BigEndian.Uint16(b[UDPSrcPortOffset:]) }
+func (b UDP) DstPort() uint16  { return binary.BigEndian.Uint16(b[UDPDstPortOffset:]) }
+func (b UDP) Length() uint16   { return binary.BigEndian.Uint16(b[UDPLengthOffset:]) }
+func (b UDP) Checksum() uint16 { return binary.BigEndian.Uint16(b[UDPChecksumOffset:]) }
 
-func (b UDP) SetSrcPort(p uint16)  { binary.BigEndian.PutUint16(b, p) }
-func (b UDP) SetDstPort(p uint16)  { binary.BigEndian.PutUint16(b[2:], p) }
-func (b UDP) SetLength(n uint16)   { binary.BigEndian.PutUint16(b[4:], n) }
-func (b UDP) SetChecksum(c uint16) { binary.BigEndian.PutUint16(b[6:], c) }
+func (b UDP) SetSrcPort(p uint16)  { binary.BigEndian.PutUint16(b[UDPSrcPortOffset:], p) }
+func (b UDP) SetDstPort(p uint16)  { binary.BigEndian.PutUint16(b[UDPDstPortOffset:], p) }
+func (b UDP) SetLength(n uint16)   { binary.BigEndian.PutUint16(b[UDPLengthOffset:], n) }
+func (b UDP) SetChecksum(c uint16) { binary.BigEndian.PutUint16(b[UDPChecksumOffset:], c) }
 
 // Encode writes all fields of the header.
 func (b UDP) Encode(f *UDPFields) {

@@ -27,7 +27,9 @@ type Counters struct {
 }
 
 // Add counts one classified frame of frameLen bytes. What can be derived
-// (frames, RoCEv2 frames, bytes, IPv4, CNPs) is derived when read.
+// (frames, RoCEv2 frames, bytes, IPv4, CNPs) is derived when read. Only r
+// is read, never frame: Classify has sorted PFC and PAUSE frames already
+// (r.MACCtl), so a stage that consumes them parses each once.
 func (c *Counters) Add(frame []byte, r *roce.Result, frameLen int) {
 	switch {
 	case r.RoCE && r.Err == roce.ReasonNone:
@@ -43,13 +45,12 @@ func (c *Counters) Add(frame []byte, r *roce.Result, frameLen int) {
 	switch {
 	case r.Err != roce.ReasonNone:
 		c.Malformed[r.Err]++
-	case r.EtherType == roce.EtherTypeMACControl:
+	case r.MACCtl == roce.MACCtlPFC:
 		c.Other++
-		if _, _, ok := roce.ParsePFC(frame); ok {
-			c.PFC++
-		} else if _, ok := roce.ParsePause(frame); ok {
-			c.Pause++
-		}
+		c.PFC++
+	case r.MACCtl == roce.MACCtlPause:
+		c.Other++
+		c.Pause++
 	default:
 		c.Other++
 	}

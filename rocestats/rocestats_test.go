@@ -85,12 +85,22 @@ func TestPFCAndPauseCounted(t *testing.T) {
 	m := roce.DefaultTCMap()
 	var c Counters
 	var r roce.Result
-	for _, f := range [][]byte{pfc, pause} {
+	// Neither a tagged PFC frame nor another MAC control opcode counts.
+	tagged := append(append(append([]byte(nil), pfc[:12]...), 0x81, 0, 0, 1), pfc[12:]...)
+	other := append([]byte(nil), pause...)
+	other[15] = 3
+	for _, f := range [][]byte{pfc, pause, tagged, other, pfc[:30]} {
 		roce.Classify(f, &m, false, &r)
 		c.Add(f, &r, len(f))
 	}
-	if c.PFC != 1 || c.Pause != 1 || c.RoCE() != 0 {
-		t.Errorf("pfc %d pause %d roce %d", c.PFC, c.Pause, c.RoCE())
+	if c.PFC != 1 || c.Pause != 1 || c.RoCE() != 0 || c.Other != 5 {
+		t.Errorf("pfc %d pause %d roce %d other %d", c.PFC, c.Pause, c.RoCE(), c.Other)
+	}
+	// Add reads the classifier's result only.
+	roce.Classify(pfc, &m, false, &r)
+	c.Add(nil, &r, len(pfc))
+	if c.PFC != 2 {
+		t.Errorf("pfc %d", c.PFC)
 	}
 }
 
