@@ -266,23 +266,24 @@ func NewAt(mem unsafe.Pointer, n int, maxAgeNS int64) *Table {
 type Batch struct {
 	n       int
 	items   []item
-	buckets []uintptr // the items' bucket addresses, to prefetch
+	buckets []uintptr // the items' two bucket addresses, to prefetch
 	slots   []uintptr // the items' slot lines: two each, three for a new flow
 }
 
-// item is one packet's lookup: where its key hashes to and the slot Find
-// chose. The key itself is read again from the frame, which is in the
-// cache, rather than carried here.
+// item is one packet's lookup: its key's two buckets and signature, and
+// the slot Find chose. The key itself is read again from the frame, which
+// is in the cache, rather than carried here.
 type item struct {
 	sig   uint32
-	bkt   uint32
+	bkt   uint32 // the first bucket; after Find, the one holding the slot
+	alt   uint32 // the second bucket
 	slot  uint32
 	fresh bool // Find claimed the slot for this key: Update fills it in
 }
 
 // NewBatch makes a batch for up to n packets.
 func NewBatch(n int) *Batch {
-	return &Batch{items: make([]item, n), buckets: make([]uintptr, n), slots: make([]uintptr, 3*n)}
+	return &Batch{items: make([]item, n), buckets: make([]uintptr, 2*n), slots: make([]uintptr, 3*n)}
 }
 
 // Len is the number of packets staged since the last Reset.
@@ -320,14 +321,14 @@ func (s *slot) holds(k words, qp uint32) bool {
 
 // hash folds a key into one word: the destination rotated, so that a flow
 // and its reverse differ, the IPv6 upper words and the QP through
-// multiplies of their own, which run alongside. The bucket and the
-// signature are the high halves of two products of it with odd constants
-// (Fibonacci hashing), independent of each other.
-func hash(k words, qp uint32) (bkt, sig uint32) {
+// multiplies of their own, which run alongside. The two buckets and the
+// signature are the high halves of three products of it with odd
+// constants (Fibonacci hashing), independent of each other.
+func hash(k words, qp uint32) (bkt, alt, sig uint32) {
 	s0, s1, d0, d1 := k.s0, k.s1, k.d0, k.d1
 	x := s1 ^ bits.RotateLeft64(d1, 32) ^ (s0^bits.RotateLeft64(d0, 16))*0xc2b2ae3d27d4eb4f ^
 		uint64(qp)*0x9e3779b97f4a7c15
-	return uint32(x * 0xbf58476d1ce4e5b9 >> 32), uint32(x*0x94d049bb133111eb>>32) | 1
+	return uint32(x * 0xbf58476d1ce4e5b9 >> 32), uint32(x * 0xd6e8feb86659fd93 >> 32), uint32(x*0x94d049bb133111eb>>32) | 1
 }
 
 // Stage adds a classified RoCE frame to the batch: its key is read and
@@ -335,9 +336,10 @@ func hash(k words, qp uint32) (bkt, sig uint32) {
 func (t *Table) Stage(b *Batch, frame []byte, r *roce.Result) {
 	it := &b.items[b.n]
 	b.n++
-	bkt, sig := hash(addrWords(frame, r), r.DestQP)
-	it.bkt, it.sig = bkt&t.bmask, sig
-	b.buckets[b.n-1] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
+	bkt, alt, sig := hash(addrWords(frame, r), r.DestQP)
+	it.bkt, it.alt, it.sig = bkt&t.bmask, alt&t.bmask, sig
+	b.buckets[2*b.n-2] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
+	b.buckets[2*b.n-1] = uintptr(unsafe.Pointer(&t.buckets[it.alt]))
 }
 
 // Find chooses every staged packet's slot from its bucket, claiming one
@@ -348,7 +350,7 @@ func (t *Table) Find(b *Batch, now int64) {
 	if n == 0 {
 		return
 	}
-	prefetch.Lines(b.buckets[:n])
+	prefetch.Lines(b.buckets[:2*n])
 	age := uint32(now >> ageShift)
 	items, slots := b.items[:n], b.slots[:3*n]
 	ns := 0
@@ -357,7 +359,14 @@ func (t *Table) Find(b *Batch, now int64) {
 		bk := &t.buckets[it.bkt]
 		w, found := bk.find(it.sig)
 		if !found {
-			w = t.claim(bk, age, it.sig)
+			if ab := &t.buckets[it.alt]; it.alt != it.bkt {
+				if w, found = ab.find(it.sig); found {
+					it.bkt, bk = it.alt, ab
+				}
+			}
+			if !found {
+				bk, w = t.claim(it, age)
+			}
 		}
 		it.fresh = !found
 		bk.age[w] = age
@@ -383,22 +392,28 @@ func (bk *bucket) find(sig uint32) (int, bool) {
 	return 0, false
 }
 
-// claim takes a way of bk for a new key: a free one, else the one idle
-// longest (counted as aged past MaxAge, else as an eviction). Only the
-// bucket is read.
-func (t *Table) claim(bk *bucket, age, sig uint32) int {
-	for w := range bk.sig {
-		if bk.sig[w] == 0 {
-			bk.sig[w] = sig
-			t.stats.Inserts++
-			t.stats.Used++
-			return w
-		}
+// claim takes a way for a new key in the emptier of its two buckets (so
+// that at half load no bucket overflows: the power of two choices), or,
+// when both are full, the way of either idle longest (counted as aged
+// past MaxAge, else as an eviction). Only the buckets are read. It sets
+// it.bkt to the bucket chosen.
+func (t *Table) claim(it *item, age uint32) (*bucket, int) {
+	bk, ab := &t.buckets[it.bkt], &t.buckets[it.alt]
+	if free, w := bk.free(); free < ab.freeCount() {
+		bk, it.bkt = ab, it.alt
+	} else if free > 0 {
+		return bk, t.take(bk, w, it.sig)
 	}
-	victim, idle := 0, age-bk.age[0]
-	for w := 1; w < ways; w++ {
-		if d := age - bk.age[w]; d > idle {
-			victim, idle = w, d
+	if _, w := bk.free(); w >= 0 {
+		return bk, t.take(bk, w, it.sig)
+	}
+	victim, vb, idle := 0, it.bkt, age-bk.age[0]
+	for _, b := range [2]uint32{it.bkt, it.alt} {
+		c := &t.buckets[b]
+		for w := range c.age {
+			if d := age - c.age[w]; d > idle {
+				victim, vb, idle = w, b, d
+			}
 		}
 	}
 	if t.maxAge > 0 && idle > t.maxAge {
@@ -406,9 +421,36 @@ func (t *Table) claim(bk *bucket, age, sig uint32) int {
 	} else {
 		t.stats.Evictions++
 	}
+	t.stats.Used-- // take counts the new key in
+	it.bkt, bk = vb, &t.buckets[vb]
+	bk.sig[victim] = 0
+	return bk, t.take(bk, victim, it.sig)
+}
+
+// take gives way w of bk, free, to a key with signature sig.
+func (t *Table) take(bk *bucket, w int, sig uint32) int {
+	bk.sig[w] = sig
 	t.stats.Inserts++
-	bk.sig[victim] = sig
-	return victim
+	t.stats.Used++
+	return w
+}
+
+// free returns how many ways of bk are free and the first of them (-1:
+// none).
+func (bk *bucket) free() (n, first int) {
+	first = -1
+	for w := ways - 1; w >= 0; w-- {
+		if bk.sig[w] == 0 {
+			n, first = n+1, w
+		}
+	}
+	return n, first
+}
+
+// freeCount is how many ways of bk are free.
+func (bk *bucket) freeCount() int {
+	n, _ := bk.free()
+	return n
 }
 
 // Update counts the k-th staged packet, frame classified as r and
@@ -455,23 +497,25 @@ func (t *Table) fill(i uint32, k words, qp uint32, now int64) {
 	t.cold[i] = cold{firstSeen: now}
 }
 
-// resolve finds the key among the ways of its bucket with its signature,
-// or claims a way for it: the slow path of a signature collision.
+// resolve finds the key among the ways of its two buckets with its
+// signature, or claims a way for it: the slow path of a signature
+// collision.
 func (t *Table) resolve(it *item, k words, qp uint32, now int64) uint32 {
-	bk := &t.buckets[it.bkt]
 	age := uint32(now >> ageShift)
-	base := it.bkt * ways
-	for w := range bk.sig {
-		s := &t.slots[base+uint32(w)]
-		if bk.sig[w] == it.sig && s.holds(k, qp) {
-			bk.age[w] = age
-			return base + uint32(w)
+	for _, b := range [2]uint32{it.bkt, it.alt} {
+		bk := &t.buckets[b]
+		for w := range bk.sig {
+			if i := b*ways + uint32(w); bk.sig[w] == it.sig && t.slots[i].holds(k, qp) {
+				bk.age[w] = age
+				return i
+			}
 		}
 	}
-	w := t.claim(bk, age, it.sig)
+	bk, w := t.claim(it, age)
 	bk.age[w] = age
-	t.fill(base+uint32(w), k, qp, now)
-	return base + uint32(w)
+	i := it.bkt*ways + uint32(w)
+	t.fill(i, k, qp, now)
+	return i
 }
 
 func (t *Table) trackPSN(s *slot, i uint32, psn uint32, isRead bool) {

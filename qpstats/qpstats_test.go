@@ -158,46 +158,67 @@ func TestEvictionAndAging(t *testing.T) {
 	}
 }
 
-// A full bucket gives up the flow seen least recently, whichever way it
-// sits in, and keeps the others with their counts.
+// A new flow goes to the emptier of its two buckets; when both are full
+// it takes the way of the flow seen least recently, whichever way of
+// either bucket that is, and the others keep their counts.
 func TestEvictionTakesLeastRecentlySeen(t *testing.T) {
 	const ms = int64(1e6)
 	tab := New(16, 0) // two buckets of eight
-	// Find nine flows of one bucket.
-	var same []pkt
-	var bkt0 uint32
-	for qp := uint32(0); len(same) < ways+1; qp++ {
+	// Flows whose two buckets differ: sixteen fill the table exactly.
+	var flows []pkt
+	for qp := uint32(0); len(flows) < 2*ways+1; qp++ {
 		p := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly, psn: 1}
 		f, r := frame(t, p)
 		b := NewBatch(1)
 		tab.Stage(b, f, &r)
-		if len(same) == 0 {
-			bkt0 = b.items[0].bkt
-		}
-		if b.items[0].bkt == bkt0 {
-			same = append(same, p)
+		if b.items[0].bkt != b.items[0].alt {
+			flows = append(flows, p)
 		}
 	}
-	for i, p := range same[:ways] {
+	for i, p := range flows[:2*ways] {
 		observe(t, tab, int64(10+i)*ms, p)
 	}
-	observe(t, tab, 30*ms, same[0], same[1], same[3]) // seen again: same[2] is now the oldest
-	observe(t, tab, 40*ms, same[ways])
+	if st := tab.Stats(); st.Used != 2*ways || st.Evictions != 0 {
+		t.Fatalf("sixteen flows in sixteen slots: %+v", st)
+	}
+	for i, p := range flows[:2*ways] {
+		if i != 2 {
+			observe(t, tab, 30*ms, p) // seen again: flow 2 is now the oldest
+		}
+	}
+	observe(t, tab, 40*ms, flows[2*ways])
 	entries, st := tab.CopyTo(nil)
-	if st.Evictions != 1 || st.Used != ways+0 || len(entries) != ways {
+	if st.Evictions != 1 || st.Used != 2*ways || len(entries) != 2*ways {
 		t.Fatalf("stats %+v, %d entries", st, len(entries))
 	}
 	for _, e := range entries {
-		if e.QP == same[2].qp {
+		if e.QP == flows[2].qp {
 			t.Errorf("QP %d, the least recently seen, was kept", e.QP)
 		}
-		want := uint64(1)
-		if e.QP == same[0].qp || e.QP == same[1].qp || e.QP == same[3].qp {
-			want = 2
+		want := uint64(2)
+		if e.QP == flows[2*ways].qp {
+			want = 1
 		}
 		if e.Packets() != want {
 			t.Errorf("QP %d: %d packets, want %d", e.QP, e.Packets(), want)
 		}
+	}
+}
+
+// At half load, two choices of bucket leave no flow without a slot: a
+// single bucket per key would overflow about one bucket in twenty.
+func TestHalfLoadNeverEvicts(t *testing.T) {
+	tab := New(1<<15, 0)
+	b := NewBatch(1)
+	for i := 0; i < 1<<14; i++ {
+		f, r := frame(t, pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: uint32(i) * 7919, op: sendOnly, psn: 1})
+		b.Reset()
+		tab.Stage(b, f, &r)
+		tab.Find(b, 1)
+		tab.Update(b, 0, f, &r, len(f), 1)
+	}
+	if st := tab.Stats(); st.Evictions != 0 || st.Used != 1<<14 {
+		t.Errorf("stats %+v", st)
 	}
 }
 
