@@ -7,9 +7,10 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 # Seconds each fuzz target runs in `make test`.
 FUZZTIME ?= 10s
-# Seconds each run of `make bench` forwards, and how many rounds of runs.
+# Seconds each run of `make bench` forwards, and how many rounds of runs
+# (3 rounds of the whole matrix take about 10 minutes on 2 cores).
 BENCH_SECONDS ?= 5
-BENCH_ROUNDS ?= 5
+BENCH_ROUNDS ?= 3
 
 export CGO_ENABLED := 1
 
@@ -45,9 +46,11 @@ fuzz:
 		done; \
 	done
 
-# roce-fwd against dpdk-testpmd on the same vdevs and lcore (io vs io,
-# roce vs 5tswap), then the per-packet Go benchmarks. Not a test: no
-# thresholds, figures to read.
+# roce-fwd against dpdk-testpmd (io, 5tswap) and DPDK's l3fwd (exact
+# match, LPM, FIB) on the same vdevs, lcore and generated captures, on 2 MiB
+# hugepages it reserves and gives back (see scripts/bench.sh for BENCH_ONLY,
+# BENCH_MEM and the other knobs), then the per-packet Go benchmarks. Not a
+# test: goals are marked met or missed, nothing fails on them.
 bench: build
 	@bash scripts/bench.sh $(BIN) $(BENCH_SECONDS) $(BENCH_ROUNDS)
 	@echo
@@ -63,11 +66,11 @@ bench: build
 
 # cmd/roce-fwd/default.pgo is the CPU profile `go build` optimises the
 # binary with (profile-guided inlining puts the classifier and the per-QP
-# table into the per-packet loop). It comes from the worker benchmarks;
-# make it again after the data path changes.
-pgo: deps
-	$(GO) test -run '^$$' -bench 'Poll' -benchtime 3s -o bin/pipeline.test \
-		-cpuprofile cmd/roce-fwd/default.pgo ./pipeline
+# table's passes into the worker's loop). It is the daemon's own profile
+# (run --cpu-profile) forwarding the benchmark's captures in io, roce and
+# roce + QoS modes; make it again after the data path changes.
+pgo: build
+	@bash scripts/pgo.sh $(BIN) cmd/roce-fwd/default.pgo
 
 # The built-in default config for a few seconds: a RoCEv2 capture replayed
 # through net_pcap into net_null, no NIC and no hugepages.
