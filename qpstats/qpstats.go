@@ -159,24 +159,20 @@ type bucket struct {
 // last 52 days.
 const ageShift = 20
 
-// slot is what a flow's packets touch: the key, PSN state and byte count
-// in its first cache line, the opcode mix and PSN anomalies in the second.
-// PSN anomalies are here rather than with the cold fields: a go-back-N
-// retransmission (or a replayed capture) makes every packet of a run one.
-// The mix counts are 32 bits, their carries kept in the cold part: a
-// class of one flow wraps after 2^32 packets, rarely enough for a branch.
+// slot is what every packet of a flow touches, in one cache line: the
+// key, the PSN state and the low words of the byte, out-of-order and
+// opcode counters. Their carries, and what few packets touch (CE marks,
+// PSN gaps, NAKs, the first-seen time), are in the flow's cold part. A
+// flow's last-seen time is its bucket's. Out-of-order PSNs are counted
+// here: a go-back-N retransmission (or a replayed capture) makes every
+// packet of a run one.
 type slot struct {
-	src, dst   [2]uint64
-	qp         uint32
-	psn        uint32 // the expected PSN, with psnKnown and psnAfterRead
-	bytes      uint64
-	lastSeen   int64
-	ce         uint64
-	mix        [NumClasses]uint32 // low words; the carries are cold.mixHigh
-	outOfOrder uint64
-	gaps       uint64
-	gapPSNs    uint64
-	_          uint64
+	src, dst [2]uint64
+	qp       uint32
+	psn      uint32             // the expected PSN, with psnKnown and psnAfterRead
+	bytes    uint32             // low word; carries in cold.bytesHigh
+	ooo      uint32             // out-of-order PSNs, low word; carries in cold.oooHigh
+	mix      [NumClasses]uint16 // packets per opcode class, low 16 bits; carries in cold.mixHigh
 }
 
 const (
@@ -185,23 +181,28 @@ const (
 	psnAfterRead = 1 << 30 // the last request was a READ: any forward PSN is in order
 )
 
-// cold is what only insertions, NAKs and counter carries touch.
+// cold is what only insertions, CE marks, PSN gaps, NAKs and counter
+// carries touch.
 type cold struct {
 	firstSeen int64
+	ce        uint64
+	gaps      uint64
+	gapPSNs   uint64
 	naks      [NumNAKs]uint64
 	rnrNAKs   uint64
-	mixHigh   [NumClasses]uint32 // carries of slot.mix
+	bytesHigh uint64             // slot.bytes wrapped this often (units of 2^32)
+	oooHigh   uint64             // slot.ooo wrapped this often (2^32)
+	mixHigh   [NumClasses]uint64 // slot.mix wrapped this often (2^16)
 }
 
 // SlotBytes is the memory of one slot: its share of a bucket, its hot
-// lines and its cold part.
+// line and its cold part.
 const SlotBytes = int(unsafe.Sizeof(bucket{}))/ways + int(unsafe.Sizeof(slot{})) + int(unsafe.Sizeof(cold{}))
 
-// slotAlign keeps a slot's two lines in one 128-byte block, which the
-// CPU's adjacent-line prefetcher fetches together.
-const slotAlign = 128
+// slotAlign keeps each slot in one cache line.
+const slotAlign = 64
 
-// A bucket is one cache line and a slot two: the build fails otherwise.
+// A bucket and a slot are one cache line each: the build fails otherwise.
 var (
 	_ [unsafe.Sizeof(bucket{}) - 64]byte
 	_ [64 - unsafe.Sizeof(bucket{})]byte
@@ -217,6 +218,7 @@ type Table struct {
 	cold    []cold
 	bmask   uint32
 	maxAge  uint32 // in bucket time units; 0: flows never age
+	now     int64  // the latest time Find was given, to unwrap bucket times
 	stats   TableStats
 	one     Batch // Observe's batch of one
 }
@@ -266,8 +268,8 @@ func NewAt(mem unsafe.Pointer, n int, maxAgeNS int64) *Table {
 type Batch struct {
 	n       int
 	items   []item
-	buckets []uintptr // the items' two bucket addresses, to prefetch
-	slots   []uintptr // the items' slot lines: two each, three for a new flow
+	buckets []uintptr // the items' first buckets, to prefetch
+	slots   []uintptr // the items' slot lines: one each, two for a new flow
 }
 
 // item is one packet's lookup: its key's two buckets and signature, and
@@ -279,11 +281,12 @@ type item struct {
 	alt   uint32 // the second bucket
 	slot  uint32
 	fresh bool // Find claimed the slot for this key: Update fills it in
+	ce    bool // the packet is CE-marked: Update counts it in the cold part
 }
 
 // NewBatch makes a batch for up to n packets.
 func NewBatch(n int) *Batch {
-	return &Batch{items: make([]item, n), buckets: make([]uintptr, 2*n), slots: make([]uintptr, 3*n)}
+	return &Batch{items: make([]item, n), buckets: make([]uintptr, n), slots: make([]uintptr, 2*n)}
 }
 
 // Len is the number of packets staged since the last Reset.
@@ -337,9 +340,8 @@ func (t *Table) Stage(b *Batch, frame []byte, r *roce.Result) {
 	it := &b.items[b.n]
 	b.n++
 	bkt, alt, sig := hash(addrWords(frame, r), r.DestQP)
-	it.bkt, it.alt, it.sig = bkt&t.bmask, alt&t.bmask, sig
-	b.buckets[2*b.n-2] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
-	b.buckets[2*b.n-1] = uintptr(unsafe.Pointer(&t.buckets[it.alt]))
+	it.bkt, it.alt, it.sig, it.ce = bkt&t.bmask, alt&t.bmask, sig, r.ECN == 3
+	b.buckets[b.n-1] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
 }
 
 // Find chooses every staged packet's slot from its bucket, claiming one
@@ -350,31 +352,32 @@ func (t *Table) Find(b *Batch, now int64) {
 	if n == 0 {
 		return
 	}
-	prefetch.Lines(b.buckets[:2*n])
+	prefetch.Lines(b.buckets[:n])
+	t.now = max(t.now, now)
 	age := uint32(now >> ageShift)
-	items, slots := b.items[:n], b.slots[:3*n]
+	items, slots := b.items[:n], b.slots[:2*n]
 	ns := 0
 	for i := range items {
 		it := &items[i]
 		bk := &t.buckets[it.bkt]
-		w, found := bk.find(it.sig)
-		if !found {
+		w := bk.find(it.sig)
+		if w < 0 {
 			if ab := &t.buckets[it.alt]; it.alt != it.bkt {
-				if w, found = ab.find(it.sig); found {
+				if w = ab.find(it.sig); w >= 0 {
 					it.bkt, bk = it.alt, ab
 				}
 			}
-			if !found {
-				bk, w = t.claim(it, age)
-			}
+		}
+		found := w >= 0
+		if !found {
+			bk, w = t.claim(it, age)
 		}
 		it.fresh = !found
 		bk.age[w] = age
 		it.slot = it.bkt*ways + uint32(w)
-		p := uintptr(unsafe.Pointer(&t.slots[it.slot]))
-		slots[ns], slots[ns+1] = p, p+64
-		ns += 2
-		if !found { // Update writes its cold part too
+		slots[ns] = uintptr(unsafe.Pointer(&t.slots[it.slot]))
+		ns++
+		if !found || it.ce { // Update writes its cold part too
 			slots[ns] = uintptr(unsafe.Pointer(&t.cold[it.slot]))
 			ns++
 		}
@@ -382,30 +385,32 @@ func (t *Table) Find(b *Batch, now int64) {
 	prefetch.Lines(slots[:ns])
 }
 
-// find returns the first way holding sig.
-func (bk *bucket) find(sig uint32) (int, bool) {
+// find returns the first way holding sig, or -1.
+func (bk *bucket) find(sig uint32) int {
 	for w := range bk.sig {
 		if bk.sig[w] == sig {
-			return w, true
+			return w
 		}
 	}
-	return 0, false
+	return -1
 }
 
-// claim takes a way for a new key in the emptier of its two buckets (so
-// that at half load no bucket overflows: the power of two choices), or,
-// when both are full, the way of either idle longest (counted as aged
-// past MaxAge, else as an eviction). Only the buckets are read. It sets
-// it.bkt to the bucket chosen.
+// claim takes a way for a new key in its first bucket, or in its second
+// when the first is full (so that at half load no flow is left without a
+// slot, while nearly every flow sits in its first bucket, the only one a
+// lookup prefetches), or, when both are full, the way of either idle
+// longest (counted as aged past MaxAge, else as an eviction). Only the
+// buckets are read. It sets it.bkt to the bucket chosen.
 func (t *Table) claim(it *item, age uint32) (*bucket, int) {
-	bk, ab := &t.buckets[it.bkt], &t.buckets[it.alt]
-	if free, w := bk.free(); free < ab.freeCount() {
-		bk, it.bkt = ab, it.alt
-	} else if free > 0 {
+	bk := &t.buckets[it.bkt]
+	if w := bk.free(); w >= 0 {
 		return bk, t.take(bk, w, it.sig)
 	}
-	if _, w := bk.free(); w >= 0 {
-		return bk, t.take(bk, w, it.sig)
+	if ab := &t.buckets[it.alt]; it.alt != it.bkt {
+		if w := ab.free(); w >= 0 {
+			it.bkt = it.alt
+			return ab, t.take(ab, w, it.sig)
+		}
 	}
 	victim, vb, idle := 0, it.bkt, age-bk.age[0]
 	for _, b := range [2]uint32{it.bkt, it.alt} {
@@ -435,22 +440,9 @@ func (t *Table) take(bk *bucket, w int, sig uint32) int {
 	return w
 }
 
-// free returns how many ways of bk are free and the first of them (-1:
-// none).
-func (bk *bucket) free() (n, first int) {
-	first = -1
-	for w := ways - 1; w >= 0; w-- {
-		if bk.sig[w] == 0 {
-			n, first = n+1, w
-		}
-	}
-	return n, first
-}
-
-// freeCount is how many ways of bk are free.
-func (bk *bucket) freeCount() int {
-	n, _ := bk.free()
-	return n
+// free returns the first free way of bk, or -1.
+func (bk *bucket) free() int {
+	return bk.find(0)
 }
 
 // Update counts the k-th staged packet, frame classified as r and
@@ -465,13 +457,17 @@ func (t *Table) Update(b *Batch, k int, frame []byte, r *roce.Result, frameLen i
 		i = t.resolve(it, key, r.DestQP, now) // another key with the same signature
 		s = &t.slots[i]
 	}
-	s.bytes += uint64(frameLen)
-	s.lastSeen = now
+	if nb := s.bytes + uint32(frameLen); nb >= s.bytes {
+		s.bytes = nb
+	} else {
+		s.bytes = nb
+		t.cold[i].bytesHigh++
+	}
 	if r.ECN == 3 {
-		s.ce++
+		t.cold[i].ce++
 	}
 	class := classOf[r.Opcode]
-	if c := class & (NumClasses - 1); s.mix[c]+1 != 0 { // the mask spares a bounds check
+	if c := class & (NumClasses - 1); s.mix[c] != 0xffff { // the mask spares a bounds check
 		s.mix[c]++
 	} else {
 		s.mix[c] = 0
@@ -530,11 +526,14 @@ func (t *Table) trackPSN(s *slot, i uint32, psn uint32, isRead bool) {
 		case d == 0:
 		case d < 1<<23:
 			if st&psnAfterRead == 0 {
-				s.gaps++
-				s.gapPSNs += uint64(d)
+				c := &t.cold[i]
+				c.gaps++
+				c.gapPSNs += uint64(d)
 			}
 		default:
-			s.outOfOrder++
+			if s.ooo++; s.ooo == 0 {
+				t.cold[i].oooHigh++
+			}
 			s.psn = st&^psnAfterRead | read // do not move expectations back
 			return
 		}
@@ -560,13 +559,24 @@ func (t *Table) Stats() TableStats { return t.stats }
 func (t *Table) entry(i int) Entry {
 	s, c := &t.slots[i], &t.cold[i]
 	e := Entry{Key: Key{Src: s.src, Dst: s.dst, QP: s.qp}, Counters: Counters{
-		Bytes: s.bytes, FirstSeen: c.firstSeen, LastSeen: s.lastSeen,
+		Bytes: c.bytesHigh<<32 | uint64(s.bytes), FirstSeen: c.firstSeen, LastSeen: t.lastSeen(i),
 		ExpectedPSN: s.psn & psnMask, PSNKnown: s.psn&psnKnown != 0,
-		OutOfOrder: s.outOfOrder, Gaps: s.gaps, GapPSNs: s.gapPSNs, NAKs: c.naks, RNRNAKs: c.rnrNAKs, CE: s.ce}}
+		OutOfOrder: c.oooHigh<<32 | uint64(s.ooo), Gaps: c.gaps, GapPSNs: c.gapPSNs,
+		NAKs: c.naks, RNRNAKs: c.rnrNAKs, CE: c.ce}}
 	for k := range e.Mix {
-		e.Mix[k] = uint64(c.mixHigh[k])<<32 | uint64(s.mix[k])
+		e.Mix[k] = c.mixHigh[k]<<16 | uint64(s.mix[k])
 	}
 	return e
+}
+
+// lastSeen is slot i's last-seen time from its bucket's coarse clock,
+// unwrapped against the latest time the table was given: unix ns, to
+// about a millisecond, and never before the flow was first seen.
+func (t *Table) lastSeen(i int) int64 {
+	age := t.buckets[i/ways].age[i%ways]
+	now := t.now >> ageShift
+	last := (now - int64(uint32(now)-age)) << ageShift
+	return max(last, t.cold[i].firstSeen)
 }
 
 // CopyTo copies the flows into dst (reusing its storage) and returns it

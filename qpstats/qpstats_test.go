@@ -395,21 +395,50 @@ func BenchmarkObserve(b *testing.B) {
 	}
 }
 
-// An opcode class's count carries past 32 bits into the cold part.
-func TestMixCarries(t *testing.T) {
+// Counters kept in 16 or 32 bits in the hot line carry into the cold
+// part: the opcode mix past 2^16, bytes and out-of-order PSNs past 2^32.
+func TestCountersCarry(t *testing.T) {
 	tab := New(16, 0)
-	p := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: 5, op: sendOnly, psn: 1}
+	p := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: 5, op: sendOnly, psn: 10}
 	observe(t, tab, 1, p)
+	f, _ := frame(t, p)
+	var s *slot
 	for i := range tab.slots {
 		if tab.slots[i].qp == 5 {
-			tab.slots[i].mix[ClassSend] = 1<<32 - 2
+			s = &tab.slots[i]
 		}
 	}
-	p.psn = 2
-	observe(t, tab, 2, p)
+	s.mix[ClassSend] = 1<<16 - 2
+	s.bytes = -uint32(len(f)) // 2^32 - len(f)
+	s.ooo = ^uint32(0)
+	p.psn = 11
+	observe(t, tab, 2, p) // in order: mix 2^16-1, bytes wrap
 	p.psn = 3
-	observe(t, tab, 3, p)
-	if f := only(t, tab); f.Mix[ClassSend] != 1<<32 || f.Packets() != 1<<32 || f.OutOfOrder != 0 {
-		t.Errorf("send count %d (packets %d), want %d", f.Mix[ClassSend], f.Packets(), uint64(1)<<32)
+	observe(t, tab, 3, p) // behind: mix wraps, out of order wraps
+	got := only(t, tab)
+	if got.Mix[ClassSend] != 1<<16 || got.Packets() != 1<<16 {
+		t.Errorf("send count %d (packets %d), want %d", got.Mix[ClassSend], got.Packets(), 1<<16)
+	}
+	if want := uint64(1)<<32 + uint64(len(f)); got.Bytes != want {
+		t.Errorf("bytes %d, want %d", got.Bytes, want)
+	}
+	if got.OutOfOrder != 1<<32 {
+		t.Errorf("out of order %d, want %d", got.OutOfOrder, uint64(1)<<32)
+	}
+}
+
+// A flow's last-seen time comes from its bucket's coarse clock: within a
+// tick of the real one, never before its first packet.
+func TestLastSeen(t *testing.T) {
+	const ms = int64(1e6)
+	base := int64(1_700_000_000_000) * ms // a 2023 date in ns: the clock has wrapped its 32 bits many times
+	tab := New(16, 0)
+	p := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: 5, op: sendOnly, psn: 10}
+	observe(t, tab, base, p)
+	p.psn++
+	observe(t, tab, base+250*ms, p)
+	got := only(t, tab)
+	if d := base + 250*ms - got.LastSeen; d < 0 || d >= 1<<ageShift || got.FirstSeen != base {
+		t.Errorf("first seen %d last seen %d, want %d and within %d ns before %d", got.FirstSeen, got.LastSeen, base, 1<<ageShift, base+250*ms)
 	}
 }
