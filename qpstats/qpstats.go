@@ -303,15 +303,23 @@ type words struct{ s0, s1, d0, d1 uint64 }
 
 // addrWords reads the addresses as words.
 func addrWords(frame []byte, r *roce.Result) words {
-	l3 := int(r.L3)
 	if r.IPVersion == 4 {
 		// Source and destination are adjacent: one load for both.
 		const src, end = roce.IPv4SrcOffset, roce.IPv4DstOffset + roce.IPv4AddrLen
+		l3 := int(r.L3)
 		a := binary.BigEndian.Uint64(frame[l3+src : l3+end : l3+end])
 		return words{0, v4mapped | a>>32, 0, v4mapped | uint64(uint32(a))}
 	}
-	// Likewise in IPv6: ip holds the source, then the destination.
+	return addrWords6(frame, r) // apart, so that the IPv4 case inlines
+}
+
+// addrWords6 is addrWords for IPv6: ip holds the source, then the
+// destination.
+//
+//go:noinline
+func addrWords6(frame []byte, r *roce.Result) words {
 	const src, dst, end = roce.IPv6SrcOffset, roce.IPv6DstOffset, roce.IPv6DstOffset + roce.IPv6AddrLen
+	l3 := int(r.L3)
 	ip := frame[l3+src : l3+end]
 	return words{binary.BigEndian.Uint64(ip), binary.BigEndian.Uint64(ip[8:]),
 		binary.BigEndian.Uint64(ip[dst-src:]), binary.BigEndian.Uint64(ip[dst-src+8:])}
@@ -355,29 +363,27 @@ func (t *Table) Find(b *Batch, now int64) {
 	prefetch.Lines(b.buckets[:n])
 	t.now = max(t.now, now)
 	age := uint32(now >> ageShift)
-	items, slots := b.items[:n], b.slots[:2*n]
-	ns := 0
+	items := b.items[:n]
+	// Two loops, each with few live values: a loop that kept them all
+	// spilled its bucket scan's counter to the stack.
 	for i := range items {
 		it := &items[i]
 		bk := &t.buckets[it.bkt]
 		w := bk.find(it.sig)
+		it.fresh = w < 0
 		if w < 0 {
-			if ab := &t.buckets[it.alt]; it.alt != it.bkt {
-				if w = ab.find(it.sig); w >= 0 {
-					it.bkt, bk = it.alt, ab
-				}
-			}
+			bk, w = t.miss(it, age)
 		}
-		found := w >= 0
-		if !found {
-			bk, w = t.claim(it, age)
-		}
-		it.fresh = !found
-		bk.age[w] = age
+		bk.age[w&(ways-1)] = age
 		it.slot = it.bkt*ways + uint32(w)
+	}
+	slots := b.slots[:2*n]
+	ns := 0
+	for i := range items {
+		it := &items[i]
 		slots[ns] = uintptr(unsafe.Pointer(&t.slots[it.slot]))
 		ns++
-		if !found || it.ce { // Update writes its cold part too
+		if it.fresh || it.ce { // Update writes its cold part too
 			slots[ns] = uintptr(unsafe.Pointer(&t.cold[it.slot]))
 			ns++
 		}
@@ -385,12 +391,39 @@ func (t *Table) Find(b *Batch, now int64) {
 	prefetch.Lines(slots[:ns])
 }
 
-// find returns the first way holding sig, or -1.
-func (bk *bucket) find(sig uint32) int {
-	for w := range bk.sig {
-		if bk.sig[w] == sig {
-			return w
+// miss is Find for a key not in its first bucket: it looks in the second,
+// else claims a way (it.fresh stays set) and returns the bucket and way.
+func (t *Table) miss(it *item, age uint32) (*bucket, int) {
+	if ab := &t.buckets[it.alt]; it.alt != it.bkt {
+		if w := ab.find(it.sig); w >= 0 {
+			it.bkt, it.fresh = it.alt, false
+			return ab, w
 		}
+	}
+	return t.claim(it, age)
+}
+
+// find returns the first way holding sig, or -1. Unrolled: a loop's
+// counter was the one value its caller spilled.
+func (bk *bucket) find(sig uint32) int {
+	s := &bk.sig
+	switch sig {
+	case s[0]:
+		return 0
+	case s[1]:
+		return 1
+	case s[2]:
+		return 2
+	case s[3]:
+		return 3
+	case s[4]:
+		return 4
+	case s[5]:
+		return 5
+	case s[6]:
+		return 6
+	case s[7]:
+		return 7
 	}
 	return -1
 }
@@ -451,40 +484,45 @@ func (t *Table) Update(b *Batch, k int, frame []byte, r *roce.Result, frameLen i
 	it := &b.items[k]
 	i := it.slot
 	s := &t.slots[i]
-	if key := addrWords(frame, r); it.fresh {
-		t.fill(i, key, r.DestQP, now)
-	} else if !s.holds(key, r.DestQP) {
-		i = t.resolve(it, key, r.DestQP, now) // another key with the same signature
+	key, qp := addrWords(frame, r), r.DestQP
+	if it.fresh {
+		t.fill(i, key, qp, now)
+	} else if (s.src[1]^key.s1)|(s.dst[1]^key.d1)|(s.src[0]^key.s0)|(s.dst[0]^key.d0)|uint64(s.qp^qp) != 0 {
+		i = t.resolve(it, key, qp, now) // another key with the same signature
 		s = &t.slots[i]
 	}
-	if nb := s.bytes + uint32(frameLen); nb >= s.bytes {
-		s.bytes = nb
-	} else {
-		s.bytes = nb
+	nb := s.bytes + uint32(frameLen)
+	if nb < s.bytes {
 		t.cold[i].bytesHigh++
+	}
+	s.bytes = nb
+	class := classOf[r.Opcode] & (NumClasses - 1) // the mask spares a bounds check
+	if s.mix[class]++; s.mix[class] == 0 {
+		t.cold[i].mixHigh[class]++
 	}
 	if r.ECN == 3 {
 		t.cold[i].ce++
 	}
-	class := classOf[r.Opcode]
-	if c := class & (NumClasses - 1); s.mix[c] != 0xffff { // the mask spares a bounds check
-		s.mix[c]++
-	} else {
-		s.mix[c] = 0
-		t.cold[i].mixHigh[c]++
+	if r.HasAETH {
+		if syn := r.AETH; syn.IsNAK() {
+			t.cold[i].naks[nakIndex(syn.NAKCode())]++
+		} else if syn.IsRNRNAK() {
+			t.cold[i].rnrNAKs++
+		}
 	}
-	switch {
-	case r.CNP:
-		return
-	case r.HasAETH && r.AETH.IsNAK():
-		t.cold[i].naks[nakIndex(r.AETH.NAKCode())]++
-	case r.HasAETH && r.AETH.IsRNRNAK():
-		t.cold[i].rnrNAKs++
+	switch class {
+	case ClassAck, ClassCNP:
+		return // ACKs are cumulative, CNPs carry no PSN: no continuity to check
+	case ClassReadRequest:
+		t.trackPSN(s, i, r.PSN, true)
+	default:
+		// The common case inline: in order, not after a READ.
+		if st := s.psn; st&(psnKnown|psnAfterRead) == psnKnown && (r.PSN-st)&psnMask == 0 {
+			s.psn = (st+1)&psnMask | psnKnown
+			return
+		}
+		t.trackPSN(s, i, r.PSN, false)
 	}
-	if class == ClassAck {
-		return // cumulative: no continuity to check
-	}
-	t.trackPSN(s, i, r.PSN, class == ClassReadRequest)
 }
 
 // fill makes slot i the flow of k and qp, first seen at now.
