@@ -31,6 +31,8 @@
 #   BENCH_PEERS      directory holding the l3fwd build (default
 #                    /var/tmp/roce-fwd-peers); without it the l3fwd rows are
 #                    skipped
+#   BENCH_GEN        the roce-fwd that generates the captures (default: the
+#                    one measured), to measure an older build on the same ones
 #   BENCH_KEEP=1     keep the captures, configs and logs (printed at exit)
 #
 # Each run is a separate process with its own --file-prefix. The runs of a
@@ -45,6 +47,10 @@
 set -euo pipefail
 
 bin=${1:-bin/roce-fwd}
+# The roce-fwd that makes the captures and reserves the pages: the measured
+# one unless BENCH_GEN names another (to measure an older build on the
+# same captures).
+gen=${BENCH_GEN:-$bin}
 secs=${2:-5}
 rounds=${3:-3}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -172,7 +178,7 @@ reserve_hugepages() {
 		to = "sizing"
 	TOML
 	local rc=0
-	"$bin" hugepages --config "$work/hugepages.toml" --page-size 2M --reserve >"$work/hugepages.log" 2>&1 || rc=$?
+	"$gen" hugepages --config "$work/hugepages.toml" --page-size 2M --reserve >"$work/hugepages.log" 2>&1 || rc=$?
 	for f in "${!hp_orig[@]}"; do hp_set[$f]=$(cat "$f"); done
 	hugedir=$(hugedir_2m)
 	if [ -z "$before_mount" ] && [ -n "$hugedir" ]; then
@@ -284,7 +290,7 @@ make_workload() {
 	local g=$1 args frames maxlen avg room flows=()
 	read -r -a args <<<"$(gen_args "$g")"
 	if [ "$g" != demo ]; then flows=(--flows "$work/$g.flows" --seed 1); fi
-	if ! "$bin" gen-pcap "${args[@]}" "${flows[@]}" "$work/$g.pcap" >"$work/gen-$g.log" 2>&1; then
+	if ! "$gen" gen-pcap "${args[@]}" "${flows[@]}" "$work/$g.pcap" >"$work/gen-$g.log" 2>&1; then
 		loud "NOTE: roce-fwd gen-pcap ${args[*]} ${flows[*]} failed: the $g rows are skipped." \
 			"NOTE: $(grep -v '^ *$' "$work/gen-$g.log" | head -n 1)"
 		return 1
