@@ -261,23 +261,23 @@ func (qs *qosStage) free() {
 
 // qosPass offers every forwarded packet of a classified burst to the
 // egress queues of its tx port; the queues take it (fateTaken) or refuse
-// it under a drop reason. An idle port's packets cut through to the tx
-// queue, in order.
+// it under a drop reason. While the port is idle, packets cut through:
+// counted by the scheduler and left to dispose, which sends them before
+// anything the queues release later, so the order holds.
 func (w *Worker) qosPass(b *burst) {
 	e := &w.qs.eg[b.tx]
-	txq := &w.step.Txq[b.tx]
+	room := w.step.Txq[b.tx].Room() - (len(b.pkts) - b.odd) // what dispose will push
 	for j, m := range b.pkts {
 		if !b.forwarded(j) {
 			continue
 		}
 		r := &b.res[j]
 		n := m.PktLen()
-		if e.idle && txq.Room() > 0 {
+		if e.idle && room >= 0 {
 			e.sched.CutThrough(r.TC, uint32(n))
-			txq.Push(m)
-			b.take(j)
 			continue
 		}
+		room++ // not pushed by dispose after all
 		if why, refused := w.qosEnqueue(b.src, e, m, r, n); refused {
 			b.drop(j, why)
 		} else {
