@@ -61,6 +61,12 @@ func (rs *roceStage) free() {
 // RoCEv2 packet's QP lookup is staged (qpstats: hashed now, found and
 // counted by qpPass); a bad ICRC or a malformed frame is dropped if the
 // config says so, and a PFC or PAUSE frame is consumed.
+//
+// A pass is a call of its own (noinline): inlined into handle, it left
+// profile-guided inlining no budget for the classifier and the table's
+// calls inside its loop, which cost more than a call per burst.
+//
+//go:noinline
 func (w *Worker) classifyPass(b *burst) {
 	rs := w.rs
 	st := &rs.ports[b.src]
@@ -94,6 +100,8 @@ func observed(r *roce.Result) bool {
 // qpPass counts the staged packets into the per-QP table: first every
 // slot is found (its bucket and then the slot prefetched for the whole
 // burst), then each packet is counted into its slot.
+//
+//go:noinline
 func (w *Worker) qpPass(b *burst) {
 	qp, batch := w.rs.qp, w.rs.batch
 	if qp == nil || batch.Len() == 0 {

@@ -268,6 +268,7 @@ func NewAt(mem unsafe.Pointer, n int, maxAgeNS int64) *Table {
 type Batch struct {
 	n       int
 	items   []item
+	nb      int       // bucket addresses in buckets
 	buckets []uintptr // the items' first buckets, to prefetch
 	slots   []uintptr // the items' slot lines: one each, two for a new flow
 }
@@ -282,6 +283,7 @@ type item struct {
 	slot  uint32
 	fresh bool // Find claimed the slot for this key: Update fills it in
 	ce    bool // the packet is CE-marked: Update counts it in the cold part
+	again bool // same bucket and signature as the packet before: same slot
 }
 
 // NewBatch makes a batch for up to n packets.
@@ -293,7 +295,7 @@ func NewBatch(n int) *Batch {
 func (b *Batch) Len() int { return b.n }
 
 // Reset empties the batch for the next burst.
-func (b *Batch) Reset() { b.n = 0 }
+func (b *Batch) Reset() { b.n, b.nb = 0, 0 }
 
 // v4mapped is the upper half of the low word of an IPv4-mapped address.
 const v4mapped = 0xffff << 32
@@ -301,20 +303,17 @@ const v4mapped = 0xffff << 32
 // words are a key's addresses as big-endian words, IPv4 as IPv4-mapped.
 type words struct{ s0, s1, d0, d1 uint64 }
 
-// addrWords reads the addresses as words.
-func addrWords(frame []byte, r *roce.Result) words {
-	if r.IPVersion == 4 {
-		// Source and destination are adjacent: one load for both.
-		const src, end = roce.IPv4SrcOffset, roce.IPv4DstOffset + roce.IPv4AddrLen
-		l3 := int(r.L3)
-		a := binary.BigEndian.Uint64(frame[l3+src : l3+end : l3+end])
-		return words{0, v4mapped | a>>32, 0, v4mapped | uint64(uint32(a))}
-	}
-	return addrWords6(frame, r) // apart, so that the IPv4 case inlines
+// v4Words reads an IPv4 packet's addresses as words, small enough to
+// inline where the data path calls it: source and destination are
+// adjacent, one load for both.
+func v4Words(frame []byte, l3 int) words {
+	const src, end = roce.IPv4SrcOffset, roce.IPv4DstOffset + roce.IPv4AddrLen
+	a := binary.BigEndian.Uint64(frame[l3+src : l3+end : l3+end])
+	return words{0, v4mapped | a>>32, 0, v4mapped | uint64(uint32(a))}
 }
 
-// addrWords6 is addrWords for IPv6: ip holds the source, then the
-// destination.
+// addrWords6 reads an IPv6 packet's addresses as words: ip holds the
+// source, then the destination.
 //
 //go:noinline
 func addrWords6(frame []byte, r *roce.Result) words {
@@ -346,10 +345,28 @@ func hash(k words, qp uint32) (bkt, alt, sig uint32) {
 // hashed. The batch must have room.
 func (t *Table) Stage(b *Batch, frame []byte, r *roce.Result) {
 	it := &b.items[b.n]
-	b.n++
-	bkt, alt, sig := hash(addrWords(frame, r), r.DestQP)
+	var key words
+	if r.IPVersion == 4 {
+		key = v4Words(frame, int(r.L3))
+	} else {
+		key = addrWords6(frame, r)
+	}
+	bkt, alt, sig := hash(key, r.DestQP)
 	it.bkt, it.alt, it.sig, it.ce = bkt&t.bmask, alt&t.bmask, sig, r.ECN == 3
-	b.buckets[b.n-1] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
+	// RDMA sends runs of packets of one QP (a message of many MTUs): a
+	// packet of the previous packet's flow takes its slot without a
+	// lookup. (Update still checks the key.)
+	if b.n > 0 {
+		p := &b.items[b.n-1] // not yet found: its bkt is still its first bucket
+		it.again = p.sig == sig && p.bkt == it.bkt && p.alt == it.alt
+	} else {
+		it.again = false
+	}
+	b.n++
+	if !it.again {
+		b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
+		b.nb++
+	}
 }
 
 // Find chooses every staged packet's slot from its bucket, claiming one
@@ -360,7 +377,7 @@ func (t *Table) Find(b *Batch, now int64) {
 	if n == 0 {
 		return
 	}
-	prefetch.Lines(b.buckets[:n])
+	prefetch.Lines(b.buckets[:b.nb])
 	t.now = max(t.now, now)
 	age := uint32(now >> ageShift)
 	items := b.items[:n]
@@ -368,6 +385,10 @@ func (t *Table) Find(b *Batch, now int64) {
 	// spilled its bucket scan's counter to the stack.
 	for i := range items {
 		it := &items[i]
+		if it.again && i > 0 {
+			it.slot, it.fresh = items[i-1].slot, false
+			continue
+		}
 		bk := &t.buckets[it.bkt]
 		w := bk.find(it.sig)
 		it.fresh = w < 0
@@ -381,6 +402,9 @@ func (t *Table) Find(b *Batch, now int64) {
 	ns := 0
 	for i := range items {
 		it := &items[i]
+		if it.again && !it.ce {
+			continue // the packet before loaded the slot
+		}
 		slots[ns] = uintptr(unsafe.Pointer(&t.slots[it.slot]))
 		ns++
 		if it.fresh || it.ce { // Update writes its cold part too
@@ -484,7 +508,13 @@ func (t *Table) Update(b *Batch, k int, frame []byte, r *roce.Result, frameLen i
 	it := &b.items[k]
 	i := it.slot
 	s := &t.slots[i]
-	key, qp := addrWords(frame, r), r.DestQP
+	var key words
+	if r.IPVersion == 4 {
+		key = v4Words(frame, int(r.L3))
+	} else {
+		key = addrWords6(frame, r)
+	}
+	qp := r.DestQP
 	if it.fresh {
 		t.fill(i, key, qp, now)
 	} else if (s.src[1]^key.s1)|(s.dst[1]^key.d1)|(s.src[0]^key.s0)|(s.dst[0]^key.d0)|uint64(s.qp^qp) != 0 {

@@ -22,6 +22,7 @@ import (
 	"roce-fwd/dpdk"
 	"roce-fwd/hugepages"
 	"roce-fwd/pcidev"
+	"roce-fwd/qpstats"
 	"roce-fwd/telemetry"
 )
 
@@ -314,8 +315,13 @@ func cmdHugepages(args []string, _ *slog.Logger) int {
 		fmt.Fprintln(os.Stderr, "roce-fwd hugepages:", err)
 		return 1
 	}
-	plan := hugepages.MakePlan(st, daemon.Demands(cfg, "/"), ps)
+	demands := daemon.Demands(cfg, "/")
+	plan := hugepages.MakePlan(st, demands, ps)
 	fmt.Print(plan.String())
+	if len(demands) > 0 && demands[0].TableBytes > 0 {
+		fmt.Printf("each socket's need includes the worker lcores' QP tables: %.1f MiB (qp_table = %d slots of %d bytes per worker)\n",
+			float64(demands[0].TableBytes)/(1<<20), cfg.RoCE.QPTable, qpstats.SlotBytes)
+	}
 	if daemon.HasMemoryArg(cfg.EAL.Args) {
 		fmt.Printf("note: %s sets the memory in [eal] args (%s); run uses those, and this plan only when they are removed\n",
 			cfg.File, strings.Join(cfg.EAL.Args, " "))

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"roce-fwd/qpstats"
 )
 
 // The command is tested as users run it: built once, then executed.
@@ -312,6 +314,12 @@ func TestHugepagesPrintsAPlan(t *testing.T) {
 	r := run(t, "hugepages")
 	if r.code != 0 || !strings.Contains(r.stdout, "socket") {
 		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// The built-in config runs one worker lcore with the default table.
+	want := fmt.Sprintf("QP tables: %.1f MiB (qp_table = 65536 slots of %d bytes per worker)",
+		float64(qpstats.Footprint(65536))/(1<<20), qpstats.SlotBytes)
+	if !strings.Contains(r.stdout, want) {
+		t.Errorf("the plan does not say %q:\n%s", want, r.stdout)
 	}
 }
 
