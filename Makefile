@@ -38,11 +38,20 @@ test: test-deps lint
 	$(GO) test -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory fuzz
 
+# A target whose run ends in the fuzz engine's own "context deadline
+# exceeded" (its workers answered late on a loaded machine) with no failing
+# input written found nothing: it runs once more; any other failure stops.
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+			out=$$($(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); rc=$$?; \
+			echo "$$out"; \
+			if [ $$rc -ne 0 ] && echo "$$out" | grep -q 'context deadline exceeded' && \
+				! echo "$$out" | grep -q 'Failing input'; then \
+				echo "fuzz $$pkg $$f: the fuzz engine timed out, not a finding: once more"; \
+				$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+			elif [ $$rc -ne 0 ]; then exit 1; fi; \
 		done; \
 	done
 
