@@ -30,9 +30,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building roce-fwd: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// The built-in config's prefix: its directory is the tests' to remove
+	// only if no other roce-fwd left it there before them.
+	defaultDir := "/var/run/dpdk/roce-fwd"
+	_, err = os.Stat(defaultDir)
+	hadDefault := err == nil
 	code := m.Run()
 	os.RemoveAll(dir)
 	removeRuntimeDirs()
+	if !hadDefault {
+		os.RemoveAll(defaultDir)
+	}
 	os.Exit(code)
 }
 
