@@ -14,8 +14,13 @@ type burst struct {
 	tx   int // the tx queue the source forwards to
 	pkts []*dpdk.Mbuf
 	res  []roce.Result // per packet, once a pass classified the burst
-	fate []fate        // per packet: what dispose does with it
-	odd  int           // packets whose fate is not fateForward
+	// frame and size are each packet's first segment and length, once
+	// the classify pass read them: later passes do not touch the mbuf
+	// again (with large frames its line has left the L1 cache by then).
+	frame [][]byte
+	size  []uint32
+	fate  []fate // per packet: what dispose does with it
+	odd   int    // packets whose fate is not fateForward
 }
 
 // fate is what becomes of a packet at the end of its burst.
@@ -29,7 +34,7 @@ const (
 
 // newBurst sizes a burst for up to n packets.
 func newBurst(n int) burst {
-	return burst{res: make([]roce.Result, n), fate: make([]fate, n)}
+	return burst{res: make([]roce.Result, n), fate: make([]fate, n), frame: make([][]byte, n), size: make([]uint32, n)}
 }
 
 // reset starts the burst of rx source src.

@@ -88,7 +88,8 @@ func (w *Worker) flowClassifyPass(b *burst) {
 	fs := w.fs
 	for j, m := range b.pkts {
 		if b.forwarded(j) {
-			roce.Classify(m.Data(), &fs.tcmap, false, &b.res[j])
+			b.frame[j], b.size[j] = m.Data(), uint32(m.PktLen())
+			roce.Classify(b.frame[j], &fs.tcmap, false, &b.res[j])
 		}
 	}
 }
@@ -105,14 +106,14 @@ func (w *Worker) flowPass(b *burst, pf *portFlows) {
 // applyFlows runs one table on packet j of b.
 func (w *Worker) applyFlows(b *burst, j int, pf *portFlows, m *dpdk.Mbuf) {
 	fs := w.fs
-	frame, r := m.Data(), &b.res[j]
+	frame, r := b.frame[j], &b.res[j]
 	// A jump into a group where nothing matches still ran the jumping
 	// rules' actions on a NIC: the path, not the final match, decides.
 	pf.t.MatchPath(frame, r, &fs.path)
 	if fs.path.N == 0 {
 		return
 	}
-	v := pf.t.ApplyPath(&fs.path, frame, r, pf.st, w.now, m.PktLen())
+	v := pf.t.ApplyPath(&fs.path, frame, r, pf.st, w.now, int(b.size[j]))
 	if v.Drop {
 		if v.Reason == flowrule.DropMeter {
 			b.drop(j, DropFlowMeter)

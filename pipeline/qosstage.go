@@ -272,13 +272,13 @@ func (w *Worker) qosPass(b *burst) {
 			continue
 		}
 		r := &b.res[j]
-		n := m.PktLen()
+		n := int(b.size[j])
 		if e.idle && room >= 0 {
 			e.sched.CutThrough(r.TC, uint32(n))
 			continue
 		}
 		room++ // not pushed by dispose after all
-		if why, refused := w.qosEnqueue(b.src, e, m, r, n); refused {
+		if why, refused := w.qosEnqueue(b.src, e, m, b.frame[j], r, n); refused {
 			b.drop(j, why)
 		} else {
 			b.take(j)
@@ -286,9 +286,9 @@ func (w *Worker) qosPass(b *burst) {
 	}
 }
 
-// qosEnqueue offers one classified packet of n bytes, received from rx
+// qosEnqueue offers one classified packet (frame, n bytes), received from rx
 // source src, to egress e, and says why if it was refused.
-func (w *Worker) qosEnqueue(src int, e *egress, m *dpdk.Mbuf, r *roce.Result, n int) (Reason, bool) {
+func (w *Worker) qosEnqueue(src int, e *egress, m *dpdk.Mbuf, frame []byte, r *roce.Result, n int) (Reason, bool) {
 	qs := w.qs
 	tc := r.TC & 7
 	e.idle = false // this packet waits: so must the ones after it
@@ -309,7 +309,7 @@ func (w *Worker) qosEnqueue(src int, e *egress, m *dpdk.Mbuf, r *roce.Result, n 
 		return reason, true
 	}
 	if markCE {
-		qos.MarkCE(m.Data(), int(r.L3), r.IPVersion)
+		qos.MarkCE(frame, int(r.L3), r.IPVersion)
 	}
 	if lossless {
 		qs.in[in].delta[prio] += int64(n)

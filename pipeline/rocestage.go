@@ -76,10 +76,12 @@ func (w *Worker) classifyPass(b *burst) {
 	}
 	for j, m := range b.pkts {
 		frame := m.Data()
+		n := m.PktLen()
+		b.frame[j], b.size[j] = frame, uint32(n)
 		r := &b.res[j]
 		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
 		if r.RoCE && r.Err == roce.ReasonNone {
-			st.AddRoCE(r, m.PktLen())
+			st.AddRoCE(r, n)
 			if qp != nil {
 				qp.Stage(batch, frame, r)
 			}
@@ -109,9 +111,9 @@ func (w *Worker) qpPass(b *burst) {
 	}
 	qp.Find(batch, w.now)
 	k := 0
-	for j, m := range b.pkts {
+	for j := range b.pkts {
 		if r := &b.res[j]; observed(r) {
-			qp.Update(batch, k, m.Data(), r, m.PktLen(), w.now)
+			qp.Update(batch, k, b.frame[j], r, int(b.size[j]), w.now)
 			k++
 		}
 	}
@@ -125,7 +127,7 @@ func (w *Worker) qpPass(b *burst) {
 func (w *Worker) roceOther(b *burst, j int, frame []byte) {
 	rs := w.rs
 	r := &b.res[j]
-	rs.ports[b.src].Add(frame, r, b.pkts[j].PktLen())
+	rs.ports[b.src].Add(frame, r, int(b.size[j]))
 	switch {
 	case r.Err == roce.ErrBadICRC:
 		if rs.dropBadICRC {
