@@ -113,7 +113,7 @@ func (w *Worker) qpPass(b *burst) {
 	k := 0
 	for j := range b.pkts {
 		if r := &b.res[j]; observed(r) {
-			qp.Update(batch, k, b.frame[j], r, int(b.size[j]), w.now)
+			qp.Update(batch, k, r, int(b.size[j]), w.now)
 			k++
 		}
 	}

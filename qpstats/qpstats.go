@@ -273,17 +273,19 @@ type Batch struct {
 	slots   []uintptr // the items' slot lines: one each, two for a new flow
 }
 
-// item is one packet's lookup: its key's two buckets and signature, and
-// the slot Find chose. The key itself is read again from the frame, which
-// is in the cache, rather than carried here.
+// item is one packet's lookup: its key, the key's two buckets and
+// signature, and the slot Find chose (Update's, after a signature
+// collision). One cache line.
 type item struct {
+	key   words
+	qp    uint32
 	sig   uint32
 	bkt   uint32 // the first bucket; after Find, the one holding the slot
 	alt   uint32 // the second bucket
 	slot  uint32
 	fresh bool // Find claimed the slot for this key: Update fills it in
 	ce    bool // the packet is CE-marked: Update counts it in the cold part
-	again bool // same bucket and signature as the packet before: same slot
+	again bool // the key of the packet before: its slot, found once
 }
 
 // NewBatch makes a batch for up to n packets.
@@ -326,7 +328,8 @@ func addrWords6(frame []byte, r *roce.Result) words {
 
 // holds reports whether s is the flow of k and qp.
 func (s *slot) holds(k words, qp uint32) bool {
-	return s.qp == qp && s.src[1] == k.s1 && s.dst[1] == k.d1 && s.src[0] == k.s0 && s.dst[0] == k.d0
+	// One branch, not five: the words are in one line.
+	return (s.src[1]^k.s1)|(s.dst[1]^k.d1)|(s.src[0]^k.s0)|(s.dst[0]^k.d0)|uint64(s.qp^qp) == 0
 }
 
 // hash folds a key into one word: the destination rotated, so that a flow
@@ -345,28 +348,30 @@ func hash(k words, qp uint32) (bkt, alt, sig uint32) {
 // hashed. The batch must have room.
 func (t *Table) Stage(b *Batch, frame []byte, r *roce.Result) {
 	it := &b.items[b.n]
-	var key words
 	if r.IPVersion == 4 {
-		key = v4Words(frame, int(r.L3))
+		it.key = v4Words(frame, int(r.L3))
 	} else {
-		key = addrWords6(frame, r)
+		it.key = addrWords6(frame, r)
 	}
-	bkt, alt, sig := hash(key, r.DestQP)
-	it.bkt, it.alt, it.sig, it.ce = bkt&t.bmask, alt&t.bmask, sig, r.ECN == 3
+	it.qp, it.ce = r.DestQP, r.ECN == 3
 	// RDMA sends runs of packets of one QP (a message of many MTUs): a
-	// packet of the previous packet's flow takes its slot without a
-	// lookup. (Update still checks the key.)
+	// packet of the previous packet's flow shares its lookup, without
+	// hashing or a bucket of its own.
 	if b.n > 0 {
-		p := &b.items[b.n-1] // not yet found: its bkt is still its first bucket
-		it.again = p.sig == sig && p.bkt == it.bkt && p.alt == it.alt
+		p := &b.items[b.n-1]
+		if it.again = p.key == it.key && p.qp == it.qp; it.again {
+			it.bkt, it.alt, it.sig = p.bkt, p.alt, p.sig // p not yet found: bkt is its first bucket
+			b.n++
+			return
+		}
 	} else {
 		it.again = false
 	}
+	bkt, alt, sig := hash(it.key, it.qp)
+	it.bkt, it.alt, it.sig = bkt&t.bmask, alt&t.bmask, sig
 	b.n++
-	if !it.again {
-		b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
-		b.nb++
-	}
+	b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
+	b.nb++
 }
 
 // Find chooses every staged packet's slot from its bucket, claiming one
@@ -502,25 +507,23 @@ func (bk *bucket) free() int {
 	return bk.find(0)
 }
 
-// Update counts the k-th staged packet, frame classified as r and
-// frameLen bytes long, into its slot.
-func (t *Table) Update(b *Batch, k int, frame []byte, r *roce.Result, frameLen int, now int64) {
+// Update counts the k-th staged packet, classified as r and frameLen
+// bytes long, into its slot.
+func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64) {
 	it := &b.items[k]
 	i := it.slot
+	switch {
+	case it.again && k > 0:
+		// The packet before has the same key and has settled the slot.
+		i = b.items[k-1].slot
+		it.slot = i
+	case it.fresh:
+		t.fill(i, it.key, it.qp, now)
+	case !t.slots[i].holds(it.key, it.qp):
+		i = t.resolve(it, it.key, it.qp, now) // another key with the same signature
+		it.slot = i
+	}
 	s := &t.slots[i]
-	var key words
-	if r.IPVersion == 4 {
-		key = v4Words(frame, int(r.L3))
-	} else {
-		key = addrWords6(frame, r)
-	}
-	qp := r.DestQP
-	if it.fresh {
-		t.fill(i, key, qp, now)
-	} else if (s.src[1]^key.s1)|(s.dst[1]^key.d1)|(s.src[0]^key.s0)|(s.dst[0]^key.d0)|uint64(s.qp^qp) != 0 {
-		i = t.resolve(it, key, qp, now) // another key with the same signature
-		s = &t.slots[i]
-	}
 	nb := s.bytes + uint32(frameLen)
 	if nb < s.bytes {
 		t.cold[i].bytesHigh++
@@ -530,7 +533,7 @@ func (t *Table) Update(b *Batch, k int, frame []byte, r *roce.Result, frameLen i
 	if s.mix[class]++; s.mix[class] == 0 {
 		t.cold[i].mixHigh[class]++
 	}
-	if r.ECN == 3 {
+	if it.ce {
 		t.cold[i].ce++
 	}
 	if r.HasAETH {
@@ -617,7 +620,7 @@ func (t *Table) Observe(frame []byte, r *roce.Result, frameLen int, now int64) {
 	b.Reset()
 	t.Stage(b, frame, r)
 	t.Find(b, now)
-	t.Update(b, 0, frame, r, frameLen, now)
+	t.Update(b, 0, r, frameLen, now)
 }
 
 // Stats reports the table's own counters.

@@ -215,7 +215,7 @@ func TestHalfLoadNeverEvicts(t *testing.T) {
 		b.Reset()
 		tab.Stage(b, f, &r)
 		tab.Find(b, 1)
-		tab.Update(b, 0, f, &r, len(f), 1)
+		tab.Update(b, 0, &r, len(f), 1)
 	}
 	if st := tab.Stats(); st.Evictions != 0 || st.Used != 1<<14 {
 		t.Errorf("stats %+v", st)
@@ -263,7 +263,7 @@ func TestBatchEqualsOneAtATime(t *testing.T) {
 		}
 		batched.Find(b, now)
 		for k, p := range in[i : i+n] {
-			batched.Update(b, k, p.f, &p.r, len(p.f), now)
+			batched.Update(b, k, &p.r, len(p.f), now)
 		}
 		i += n
 	}
@@ -289,8 +289,8 @@ func TestSignatureCollision(t *testing.T) {
 	tab.Stage(b, fy, &ry)
 	b.items[1].bkt, b.items[1].sig = b.items[0].bkt, b.items[0].sig // force the collision
 	tab.Find(b, 2)
-	tab.Update(b, 0, fx, &rx, len(fx), 2)
-	tab.Update(b, 1, fy, &ry, len(fy), 2)
+	tab.Update(b, 0, &rx, len(fx), 2)
+	tab.Update(b, 1, &ry, len(fy), 2)
 	entries, st := tab.CopyTo(nil)
 	if len(entries) != 2 || st.Used != 2 {
 		t.Fatalf("%d entries, stats %+v", len(entries), st)
@@ -386,7 +386,7 @@ func BenchmarkObserve(b *testing.B) {
 				}
 				tab.Find(batch, int64(i))
 				for k := range frames {
-					tab.Update(batch, k, frames[k], &results[k], len(frames[k]), int64(i))
+					tab.Update(batch, k, &results[k], len(frames[k]), int64(i))
 				}
 				i += 32
 			}
