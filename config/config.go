@@ -24,18 +24,21 @@ import (
 
 // Config is the whole configuration with defaults filled in.
 type Config struct {
-	File      string    `toml:"-"` // path it was read from, or "<built-in default>"
-	EAL       EAL       `toml:"eal"`
-	Mempool   Mempool   `toml:"mempool"`
-	Ports     []Port    `toml:"port"`
-	Pipeline  Pipeline  `toml:"pipeline"`
-	Forward   []Forward `toml:"forward"`
-	RoCE      RoCE      `toml:"roce"`
-	QoS       QoS       `toml:"qos"`
-	PFC       *PFC      `toml:"pfc"` // nil: no [pfc] section (see qos.go)
-	Console   Console   `toml:"console"`
-	Telemetry Telemetry `toml:"telemetry"`
-	Offload   Offload   `toml:"offload"`
+	File      string     `toml:"-"` // path it was read from, or "<built-in default>"
+	EAL       EAL        `toml:"eal"`
+	Mempool   Mempool    `toml:"mempool"`
+	Ports     []Port     `toml:"port"`
+	Pipeline  Pipeline   `toml:"pipeline"`
+	Forward   []Forward  `toml:"forward"`
+	Routing   Routing    `toml:"routing"`
+	Routes    []Route    `toml:"route"`
+	Neighbors []Neighbor `toml:"neighbor"`
+	RoCE      RoCE       `toml:"roce"`
+	QoS       QoS        `toml:"qos"`
+	PFC       *PFC       `toml:"pfc"` // nil: no [pfc] section (see qos.go)
+	Console   Console    `toml:"console"`
+	Telemetry Telemetry  `toml:"telemetry"`
+	Offload   Offload    `toml:"offload"`
 }
 
 // EAL holds the DPDK EAL arguments, passed to rte_eal_init verbatim.
@@ -70,7 +73,10 @@ type Port struct {
 	Socket      int    `toml:"socket"` // -1 means the device's own NUMA socket
 	Promiscuous *bool  `toml:"promiscuous"`
 	PeerMAC     string `toml:"peer_mac"` // destination MAC in "mac" mode, lower case
-	Line        int    `toml:"-"`        // line of the [[port]] header, for later errors
+	// Addresses are the port's IPv4 and IPv6 addresses with their prefix
+	// lengths: a port with addresses is routed (see Routing).
+	Addresses []string `toml:"addresses,omitempty"`
+	Line      int      `toml:"-"` // line of the [[port]] header, for later errors
 }
 
 func (p *Port) setDefaults() {
@@ -151,6 +157,7 @@ var sections = []section{
 	{"console", validateConsole},
 	{"telemetry", validateTelemetry},
 	{"offload", validateOffload},
+	{"routing", validateRouting}, // also [[route]] and [[neighbor]]
 }
 
 // DefaultFile is the Config.File of the built-in default configuration.
@@ -224,6 +231,12 @@ func Parse(name string, data []byte) (*Config, error) {
 	for i := range cfg.Forward {
 		cfg.Forward[i].Line = c.loc.line(path{}.key("forward").index(i))
 	}
+	for i := range cfg.Routes {
+		cfg.Routes[i].Line = c.loc.line(path{}.key("route").index(i))
+	}
+	for i := range cfg.Neighbors {
+		cfg.Neighbors[i].Line = c.loc.line(path{}.key("neighbor").index(i))
+	}
 	for _, s := range sections {
 		s.validate(c, cfg)
 	}
@@ -287,6 +300,16 @@ func (c *Config) Copy() (*Config, error) {
 	for i := range out.Forward {
 		if i < len(c.Forward) {
 			out.Forward[i].Line = c.Forward[i].Line
+		}
+	}
+	for i := range out.Routes {
+		if i < len(c.Routes) && out.Routes[i].Prefix == c.Routes[i].Prefix {
+			out.Routes[i].Line = c.Routes[i].Line
+		}
+	}
+	for i := range out.Neighbors {
+		if i < len(c.Neighbors) && out.Neighbors[i].IP == c.Neighbors[i].IP {
+			out.Neighbors[i].Line = c.Neighbors[i].Line
 		}
 	}
 	return out, nil

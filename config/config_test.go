@@ -157,6 +157,14 @@ func equalIgnoringSource(a, b *Config) bool {
 		for i := range s.Forward {
 			s.Forward[i].Line = 0
 		}
+		s.Routes = append([]Route(nil), c.Routes...)
+		for i := range s.Routes {
+			s.Routes[i].Line = 0
+		}
+		s.Neighbors = append([]Neighbor(nil), c.Neighbors...)
+		for i := range s.Neighbors {
+			s.Neighbors[i].Line = 0
+		}
 		return s
 	}
 	return reflect.DeepEqual(strip(a), strip(b))
@@ -241,9 +249,9 @@ var errorCases = []struct {
 	), []string{`t.toml:11: pipeline.workers: unknown key "workers"` + "\x00"}},
 
 	{"unknown section", with(
-		/* 10 */ `[routing]`,
+		/* 10 */ `[shaping]`,
 		/* 11 */ `dscp = 26`,
-	), []string{`t.toml:10: routing: unknown key "routing"`}},
+	), []string{`t.toml:10: shaping: unknown key "shaping"`}},
 
 	{"unknown key in inline table", with(
 		/* 10 */ `[mempool]`,

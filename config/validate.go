@@ -238,6 +238,9 @@ func validatePipeline(c *checker, cfg *Config) {
 }
 
 func validateForward(c *checker, cfg *Config) {
+	if len(cfg.Forward) == 0 && cfg.Routed() {
+		return // routes forward instead (routing.go)
+	}
 	if len(cfg.Forward) == 0 {
 		at := root.key("pipeline")
 		if _, ok := c.loc.lookup(at); !ok {
