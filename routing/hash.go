@@ -1,0 +1,90 @@
+package routing
+
+import "math/bits"
+
+// Field is one packet field an ECMP hash may cover.
+type Field uint8
+
+const (
+	SrcIP Field = 1 << iota
+	DstIP
+	IPProto
+	SrcPort // UDP/TCP source port: RoCEv2's entropy, derived from the QP by rdma-core
+	DstPort
+	FlowLabel // IPv6
+	DestQP    // the BTH destination QP of a RoCEv2 packet
+)
+
+// FieldNames are the config's names of the fields, in bit order.
+var FieldNames = []string{"src_ip", "dst_ip", "ip_proto", "src_port", "dst_port", "flow_label", "dest_qp"}
+
+// ParseFields maps config names to a field set.
+func ParseFields(names []string) (Field, bool) {
+	var f Field
+	for _, n := range names {
+		ok := false
+		for i, v := range FieldNames {
+			if v == n {
+				f |= 1 << i
+				ok = true
+			}
+		}
+		if !ok {
+			return 0, false
+		}
+	}
+	return f, true
+}
+
+// FlowKey is what the hash reads of a packet. Addresses are big-endian
+// words; an IPv4 address is s1/d1 alone.
+type FlowKey struct {
+	S0, S1, D0, D1 uint64
+	Proto          uint32
+	SPort, DPort   uint32
+	FlowLabel      uint32
+	QP             uint32
+}
+
+// Hasher is an ECMP group's flow hash: a field set, a per-box seed (two
+// tiers with the same hash would send a flow's whole share of one tier's
+// link to one link of the next: polarisation) and optionally symmetric,
+// so both directions of a flow take the same member. Fields are masked in
+// rather than branched on.
+type Hasher struct {
+	src, dst, proto, sport, dport, label, qp uint64 // all ones or zero
+	seed                                     uint64
+	sym                                      bool
+}
+
+// NewHasher makes the hash over fields.
+func NewHasher(fields Field, seed uint32, symmetric bool) Hasher {
+	m := func(f Field) uint64 {
+		if fields&f != 0 {
+			return ^uint64(0)
+		}
+		return 0
+	}
+	return Hasher{src: m(SrcIP), dst: m(DstIP), proto: m(IPProto), sport: m(SrcPort), dport: m(DstPort),
+		label: m(FlowLabel), qp: m(DestQP), seed: uint64(seed)*0x9e3779b97f4a7c15 + 0x2545f4914f6cdd1d, sym: symmetric}
+}
+
+// Sum hashes a flow to 32 bits.
+func (h *Hasher) Sum(k *FlowKey) uint32 {
+	s0, s1, d0, d1 := k.S0&h.src, k.S1&h.src, k.D0&h.dst, k.D1&h.dst
+	sp, dp := uint64(k.SPort)&h.sport, uint64(k.DPort)&h.dport
+	if h.sym {
+		// Order-free: the same value whichever end is the source.
+		s0, s1, d0, d1 = s0^d0, s1^d1, s0&d0, s1&d1
+		sp, dp = sp^dp, sp&dp
+	}
+	x := h.seed ^ s0*0xc2b2ae3d27d4eb4f ^ bits.RotateLeft64(s1*0x165667b19e3779f9, 17) ^
+		bits.RotateLeft64(d0*0xd6e8feb86659fd93, 31) ^ bits.RotateLeft64(d1*0x9e3779b97f4a7c15, 43) ^
+		(uint64(k.Proto)&h.proto|sp<<8|dp<<24|(uint64(k.FlowLabel)&h.label)<<40)*0xbf58476d1ce4e5b9 ^
+		(uint64(k.QP)&h.qp)*0x94d049bb133111eb
+	// murmur3's finaliser: every input bit reaches the high half.
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	return uint32(x >> 32)
+}
