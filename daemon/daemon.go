@@ -57,6 +57,7 @@ type Daemon struct {
 	pfcPools []*dpdk.Mempool
 	evStop   chan struct{}
 	evDone   chan struct{}
+	route    *routed    // nil unless the config routes (routing.go)
 	mu       sync.Mutex // serialises the control operations (control.go)
 	base     baseline
 }
@@ -143,6 +144,7 @@ func Demands(cfg *config.Config, sysRoot string) []hugepages.Demand {
 	if cfg.RoCE.QPTable > 0 {
 		tables = uint64(workers) * uint64(qpstats.Footprint(cfg.RoCE.QPTable))
 	}
+	tables += FIBBytes(cfg) // counted on every socket, like the QP tables
 	bySocket := map[int]*hugepages.Demand{}
 	for _, p := range cfg.Ports {
 		s := p.Socket
@@ -206,7 +208,15 @@ func (d *Daemon) bringUp() error {
 	}
 	var queues []numa.Queue
 	to := map[dpdk.Port]dpdk.Port{}
-	for _, f := range cfg.Forward {
+	forwards := cfg.Forward
+	if cfg.Routed() {
+		// Every port is polled; the FIB says where each packet goes.
+		forwards = nil
+		for _, p := range cfg.Ports {
+			forwards = append(forwards, config.Forward{From: p.Name, To: p.Name})
+		}
+	}
+	for _, f := range forwards {
 		from, _ := set.ByName(f.From)
 		dst, _ := set.ByName(f.To)
 		to[from.ID] = dst.ID
@@ -241,6 +251,15 @@ func (d *Daemon) bringUp() error {
 	}
 	if cfg.QoSEnabled() {
 		if spec.QoS, err = d.qosSpec(set, d.sysRoot); err != nil {
+			return err
+		}
+	}
+	if cfg.Routed() {
+		socket := 0
+		if len(spec.Workers) > 0 {
+			socket = spec.Workers[0].Socket
+		}
+		if spec.Route, err = d.buildRouting(set, socket); err != nil {
 			return err
 		}
 	}
@@ -379,6 +398,10 @@ func (d *Daemon) shutdown() error {
 		d.stopEvents()
 		d.Pipe.Free()
 		d.Pipe = nil
+	}
+	if d.route != nil {
+		d.route.free()
+		d.route = nil
 	}
 	if d.Flows != nil {
 		errs = append(errs, d.Flows.Close())

@@ -36,6 +36,7 @@ type Report struct {
 	PFC       map[string]*pipeline.PortPFC `json:"pfc,omitempty"`
 	RoCE      *RoCEReport                  `json:"roce,omitempty"`
 	TopQPs    []qpstats.FlowReport         `json:"top_qps,omitempty"`
+	Route     *RouteReport                 `json:"route,omitempty"` // routed configs only
 	// Flows reads the flow rules on demand rather than copying them: a
 	// NIC rule's counter is a query to the PMD, which only the exports
 	// that show rules should pay for.
@@ -220,6 +221,7 @@ func (d *Daemon) report(rates bool) Report {
 			r.TopQPs = append(r.TopQPs, top[i].Report())
 		}
 	}
+	r.Route = d.routeReport()
 	return r
 }
 

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"roce-fwd/dpdk"
@@ -68,6 +69,7 @@ type portFlows struct {
 type flowStage struct {
 	in        []*portFlows // per rx source: its port's ingress table, or nil
 	out       []*portFlows // per tx queue: its port's egress table, or nil
+	anyOut    bool         // some tx queue has an egress table
 	installed []*portFlows // each table once; never grows past its capacity
 	tcmap     roce.TCMap   // io and mac modes' classifier map
 	path      flowrule.Path
@@ -181,6 +183,7 @@ func (w *Worker) takeFlows(u *flowUpdate) {
 				old, fs.out[k] = fs.out[k], u.pf
 			}
 		}
+		fs.anyOut = slices.ContainsFunc(fs.out, func(pf *portFlows) bool { return pf != nil })
 	}
 	if old != nil {
 		for j, pf := range fs.installed {

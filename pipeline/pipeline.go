@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"time"
 
@@ -21,6 +22,10 @@ type Spec struct {
 	Ports     map[uint16]PortSpec
 	RoCE      RoCESpec // for ModeRoCE
 	QoS       *QoSSpec // for ModeRoCE; nil: no egress QoS, packets go straight to tx
+	// Route, when set, routes every packet by the FIB (routestage.go);
+	// RxSpec.To is then unused and every worker has a tx queue on every
+	// port.
+	Route *RouteSpec
 }
 
 // RoCESpec configures the "roce" stage.
@@ -100,10 +105,10 @@ func New(spec Spec) (*Pipeline, error) {
 		// is shared evenly by the workers that send to it.
 		for _, ws := range spec.Workers {
 			seen := map[uint16]bool{}
-			for _, rx := range ws.Rx {
-				if !seen[rx.To] {
-					seen[rx.To] = true
-					shared[rx.To].senders++
+			for _, d := range spec.destinations(ws) {
+				if !seen[d] {
+					seen[d] = true
+					shared[d].senders++
 				}
 			}
 		}
@@ -120,8 +125,8 @@ func New(spec Spec) (*Pipeline, error) {
 				dests = append(dests, d)
 			}
 		}
-		for _, rx := range ws.Rx {
-			addDest(rx.To)
+		for _, d := range spec.destinations(ws) {
+			addDest(d)
 		}
 		w := &Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, clock: newTSCClock(), b: newBurst(spec.rxBurst())}
 		if spec.QoS != nil {
@@ -131,6 +136,16 @@ func New(spec Spec) (*Pipeline, error) {
 					addDest(rx.Port)
 				}
 			}
+		}
+		if spec.Route != nil {
+			txOf := make([]int16, maxPortID(spec.Ports)+1)
+			for i := range txOf {
+				txOf[i] = -1
+			}
+			for i, d := range dests {
+				txOf[d] = int16(i)
+			}
+			w.rt = newRouteStage(spec.Route, spec.rxBurst(), txOf)
 		}
 		targets := make([]dpdk.Queue, len(dests))
 		w.fs = newFlowStage(len(ws.Rx), len(dests), &spec.RoCE.TCMap)
@@ -228,6 +243,31 @@ func (p *Pipeline) Stop() {
 		dpdk.Wait(w.Lcore)
 	}
 	p.running = false
+}
+
+// destinations are the ports a worker sends to: its rx queues' [[forward]]
+// targets, or every port when it routes.
+func (s *Spec) destinations(ws WorkerSpec) []uint16 {
+	var out []uint16
+	if s.Route != nil {
+		for id := range s.Ports {
+			out = append(out, id)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, rx := range ws.Rx {
+		out = append(out, rx.To)
+	}
+	return out
+}
+
+func maxPortID(ports map[uint16]PortSpec) int {
+	m := 0
+	for id := range ports {
+		m = max(m, int(id))
+	}
+	return m
 }
 
 // rxBurst is the most packets one poll takes from one rx queue.

@@ -20,6 +20,16 @@ const (
 	DropStopDiscard
 	DropFlowRule
 	DropFlowMeter
+	DropIPHeader
+	DropIPOptions
+	DropIPChecksum
+	DropTTLExpired
+	DropARP
+	DropNotIP
+	DropNoRoute
+	DropRouteDrop
+	DropForUs
+	DropNeighborUnresolved
 	NumReasons
 )
 
@@ -35,18 +45,28 @@ type ReasonInfo struct {
 // Reasons is the one table of drop reasons: the stats JSON, the console
 // (show errors), Prometheus, DPDK telemetry and the README read it.
 var Reasons = [NumReasons]ReasonInfo{
-	DropTxFull:           {"tx_full", "tx", "the PMD took no more after every retry: its tx ring stayed full"},
-	DropRunt:             {"runt", "classify", "too short for an Ethernet header (mac mode rewrites it)"},
-	DropBadICRC:          {"bad_icrc", "classify", "a RoCEv2 frame whose ICRC is wrong ([roce] bad_icrc = \"drop\")"},
-	DropMalformed:        {"malformed", "classify", "a frame the classifier rejects ([roce] malformed = \"drop\")"},
-	DropMACControl:       {"mac_control", "classify", "an 802.3x PAUSE or 802.1Qbb PFC frame: consumed by the port, never forwarded"},
-	DropQoSTail:          {"qos_tail", "qos", "a lossy TC queue was at its byte limit (or out of slots)"},
-	DropQoSWRED:          {"qos_wred", "qos", "WRED dropped a Not-ECT packet of a lossy TC"},
-	DropPFCWatchdog:      {"pfc_watchdog", "qos", "the PFC watchdog (action drop) flushed or refused it during a storm"},
-	DropLosslessOverflow: {"lossless_overflow", "qos", "a lossless TC queue was full: PFC did not hold the sender back"},
-	DropStopDiscard:      {"stop_discard", "qos", "still queued when a stopping worker's drain time ran out"},
-	DropFlowRule:         {"flow_drop", "flow", "a software flow rule's drop action"},
-	DropFlowMeter:        {"flow_meter", "flow", "a software flow rule's meter: the policy of the packet's colour drops it"},
+	DropTxFull:             {"tx_full", "tx", "the PMD took no more after every retry: its tx ring stayed full"},
+	DropRunt:               {"runt", "classify", "too short for an Ethernet header (mac mode rewrites it)"},
+	DropBadICRC:            {"bad_icrc", "classify", "a RoCEv2 frame whose ICRC is wrong ([roce] bad_icrc = \"drop\")"},
+	DropMalformed:          {"malformed", "classify", "a frame the classifier rejects ([roce] malformed = \"drop\")"},
+	DropMACControl:         {"mac_control", "classify", "an 802.3x PAUSE or 802.1Qbb PFC frame: consumed by the port, never forwarded"},
+	DropQoSTail:            {"qos_tail", "qos", "a lossy TC queue was at its byte limit (or out of slots)"},
+	DropQoSWRED:            {"qos_wred", "qos", "WRED dropped a Not-ECT packet of a lossy TC"},
+	DropPFCWatchdog:        {"pfc_watchdog", "qos", "the PFC watchdog (action drop) flushed or refused it during a storm"},
+	DropLosslessOverflow:   {"lossless_overflow", "qos", "a lossless TC queue was full: PFC did not hold the sender back"},
+	DropStopDiscard:        {"stop_discard", "qos", "still queued when a stopping worker's drain time ran out"},
+	DropFlowRule:           {"flow_drop", "flow", "a software flow rule's drop action"},
+	DropFlowMeter:          {"flow_meter", "flow", "a software flow rule's meter: the policy of the packet's colour drops it"},
+	DropIPHeader:           {"ip_header", "route", "an IP header a router must not forward: truncated, wrong version or header length, total length beyond the frame"},
+	DropIPOptions:          {"ip_options", "route", "an IPv4 header with options (the slow path's, not forwarded in the data path)"},
+	DropIPChecksum:         {"ip_checksum", "route", "an IPv4 header whose checksum is wrong"},
+	DropTTLExpired:         {"ttl_expired", "route", "TTL or hop limit 1 or 0: it would expire at this hop"},
+	DropARP:                {"arp", "route", "an ARP frame on a routed port (for the kernel's exception path)"},
+	DropNotIP:              {"not_ip", "route", "neither IPv4, IPv6 nor ARP on a routed port"},
+	DropNoRoute:            {"no_route", "route", "no route to the destination"},
+	DropRouteDrop:          {"route_drop", "route", "matched a drop route"},
+	DropForUs:              {"for_us", "route", "addressed to one of the box's own addresses (for the kernel's exception path)"},
+	DropNeighborUnresolved: {"neighbor_unresolved", "route", "the next hop's (or a connected destination's) MAC address is not known"},
 }
 
 func (r Reason) String() string {

@@ -92,10 +92,11 @@ type Worker struct {
 	rs       *roceStage // ModeRoCE only
 	qs       *qosStage  // ModeRoCE with QoS only
 	clock    tscClock
-	now      int64      // unix ns at the start of the current poll, when a stage needs it
-	fs       *flowStage // software flow tables (every mode)
-	b        burst      // the burst being handled
-	box      mailbox    // the control plane's work for the worker
+	now      int64       // unix ns at the start of the current poll, when a stage needs it
+	fs       *flowStage  // software flow tables (every mode)
+	rt       *routeStage // the routed path, when the config has routes
+	b        burst       // the burst being handled
+	box      mailbox     // the control plane's work for the worker
 	// tableErrors counts table swaps the worker could not apply.
 	tableErrors atomic.Uint64
 }
@@ -135,29 +136,37 @@ func (w *Worker) Poll() int {
 // handle takes a burst through the stages of the worker's mode, each a
 // pass over the whole burst, and disposes of it.
 func (w *Worker) handle(b *burst) {
-	in, out := w.fs.in[b.src], w.fs.out[b.tx] // software flow tables, or nil
+	in := w.fs.in[b.src] // software flow tables, or nil
 	switch w.mode {
 	case ModeIO:
 		w.ioPass(b) // MAC control frames are consumed
 	case ModeMAC:
-		w.macPass(b, in == nil) // ingress rules see the addresses as received
+		w.macPass(b, in == nil && w.rt == nil) // ingress rules see the addresses as received
 	case ModeRoCE:
 		w.classifyPass(b) // rocestage.go: classify, count, stage QP lookups
 		w.qpPass(b)       // the per-QP table
 	}
-	if in != nil || out != nil {
-		if w.mode != ModeRoCE {
-			w.flowClassifyPass(b) // flowstage.go
+	if w.mode != ModeRoCE && (in != nil || w.fs.anyOut) {
+		w.flowClassifyPass(b) // flowstage.go
+	}
+	if in != nil {
+		w.flowPass(b, in)
+		if w.mode == ModeMAC && w.rt == nil {
+			w.rewritePass(b)
 		}
-		if in != nil {
-			w.flowPass(b, in)
-			if w.mode == ModeMAC {
-				w.rewritePass(b)
-			}
-		}
-		if out != nil {
-			w.flowPass(b, out) // egress rules see the frames as sent
-		}
+	}
+	if w.rt != nil {
+		w.routePass(b) // routestage.go: FIB, ECMP, rewrite; egress per port
+		return
+	}
+	w.egress(b)
+}
+
+// egress is the stages of the port a burst goes out of: its egress flow
+// rules, QoS, and the burst's disposal.
+func (w *Worker) egress(b *burst) {
+	if out := w.fs.out[b.tx]; out != nil {
+		w.flowPass(b, out) // egress rules see the frames as sent
 	}
 	if w.qs != nil {
 		w.qosPass(b) // qosstage.go: egress queues, WRED-ECN, PFC

@@ -1,0 +1,404 @@
+package pipeline
+
+import (
+	"encoding/binary"
+
+	"roce-fwd/dpdk"
+	"roce-fwd/fib"
+	"roce-fwd/routing"
+)
+
+// The routed path (a config with addresses and routes): after the mode's
+// pass and the ingress flow rules, routePass checks each IP header, looks
+// the destinations up in the FIB for the whole burst at once, picks each
+// packet's adjacency (an ECMP group's by the flow hash), rewrites the
+// Ethernet addresses, decrements the TTL or hop limit (patching the IPv4
+// checksum; the RoCEv2 ICRC masks both) and sends the packet to its
+// adjacency's port. A burst that goes to several ports is split by port
+// for the egress stages (egress flow rules, QoS, dispose).
+
+// RouteSpec is the routed path's state for New: the FIBs, shared by every
+// worker and updated in place, and the first Plane.
+type RouteSpec struct {
+	V4, V6 *fib.Table // either may be nil
+	Plane  *routing.Plane
+}
+
+// Route classes: what the FIB decided for the packets it looked up.
+const (
+	RoutedForward  = iota // to a single next hop
+	RoutedECMP            // to an ECMP group's member
+	RoutedFragment        // forwarded IPv4 fragments (hashed on addresses alone)
+	NumRouteClasses
+)
+
+// RouteClassNames name the route classes for counters.
+var RouteClassNames = [NumRouteClasses]string{"forward", "ecmp", "fragment"}
+
+// routeStage is a worker's routed path.
+type routeStage struct {
+	v4, v6 *fib.Table
+	plane  *routing.Plane
+	txOf   []int16     // port id → the worker's tx index, -1: none
+	adj    []adjCounts // per adjacency: what the worker sent to it
+	class  [NumRouteClasses]uint64
+	// per burst: the packets looked up, by family
+	l3      []uint16 // per packet: IP header offset
+	a4, nh4 []uint32
+	j4      []uint16
+	hi, lo  []uint64
+	nh6     []uint32
+	j6      []uint16
+	egress  []uint16 // per packet: tx index
+	sub     burst    // one egress port's share of a split burst
+	subPkts []*dpdk.Mbuf
+	seenTx  []uint16
+}
+
+type adjCounts struct{ packets, bytes uint64 }
+
+func newRouteStage(spec *RouteSpec, n int, txOf []int16) *routeStage {
+	rs := &routeStage{v4: spec.V4, v6: spec.V6, txOf: txOf,
+		l3: make([]uint16, n), a4: make([]uint32, n), nh4: make([]uint32, n), j4: make([]uint16, n),
+		hi: make([]uint64, n), lo: make([]uint64, n), nh6: make([]uint32, n), j6: make([]uint16, n),
+		egress: make([]uint16, n), sub: newBurst(n), subPkts: make([]*dpdk.Mbuf, n), seenTx: make([]uint16, 0, len(txOf))}
+	rs.sub.pkts = nil
+	rs.setPlane(spec.Plane)
+	return rs
+}
+
+// setPlane installs a new Plane (between polls), keeping the adjacency
+// counters of the ids that remain.
+func (rs *routeStage) setPlane(pl *routing.Plane) {
+	rs.plane = pl
+	if n := len(pl.Adjs); n > len(rs.adj) {
+		rs.adj = append(rs.adj, make([]adjCounts, n-len(rs.adj))...)
+	}
+}
+
+const (
+	etherIPv4 = 0x0800
+	etherIPv6 = 0x86dd
+	etherARP  = 0x0806
+	etherVLAN = 0x8100
+	etherQinQ = 0x88a8
+)
+
+// routePass routes the forwarded packets of b: parse, look up, resolve
+// and rewrite, then the egress stages per tx port.
+func (w *Worker) routePass(b *burst) {
+	rs := w.rt
+	n4, n6 := 0, 0
+	// 1. Check each IP header and collect the destinations.
+	for j, m := range b.pkts {
+		if !b.forwarded(j) {
+			continue
+		}
+		f := m.Data()
+		b.frame[j], b.size[j] = f, uint32(m.PktLen())
+		if len(f) < 14 {
+			b.drop(j, DropRunt)
+			continue
+		}
+		et, l3 := binary.BigEndian.Uint16(f[12:]), 14
+		for (et == etherVLAN || et == etherQinQ) && len(f) >= l3+4 {
+			et, l3 = binary.BigEndian.Uint16(f[l3+2:]), l3+4
+		}
+		rs.l3[j] = uint16(l3)
+		switch et {
+		case etherIPv4:
+			if r := checkIPv4(f, l3); r != reasonNone {
+				b.drop(j, r)
+				continue
+			}
+			rs.a4[n4], rs.j4[n4] = binary.BigEndian.Uint32(f[l3+16:]), uint16(j)
+			n4++
+		case etherIPv6:
+			if len(f) < l3+40 || f[l3]>>4 != 6 {
+				b.drop(j, DropIPHeader)
+				continue
+			}
+			if f[l3+7] <= 1 {
+				b.drop(j, DropTTLExpired)
+				continue
+			}
+			rs.hi[n6], rs.lo[n6], rs.j6[n6] = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:]), uint16(j)
+			n6++
+		case etherARP:
+			b.drop(j, DropARP)
+		default:
+			b.drop(j, DropNotIP)
+		}
+	}
+	// 2. The lookups, a family at a time, staged inside the FIB.
+	if n4 > 0 {
+		if rs.v4 == nil {
+			clear(rs.nh4[:n4])
+		} else {
+			rs.v4.LookupBatch4(rs.a4[:n4], rs.nh4[:n4])
+		}
+	}
+	if n6 > 0 {
+		if rs.v6 == nil {
+			clear(rs.nh6[:n6])
+		} else {
+			rs.v6.LookupBatch6(rs.hi[:n6], rs.lo[:n6], rs.nh6[:n6])
+		}
+	}
+	// 3. Resolve and rewrite.
+	for k := 0; k < n4; k++ {
+		w.forward(b, int(rs.j4[k]), rs.nh4[k], true)
+	}
+	for k := 0; k < n6; k++ {
+		w.forward(b, int(rs.j6[k]), rs.nh6[k], false)
+	}
+	// 4. The egress stages, per port.
+	w.egressByPort(b)
+}
+
+// reasonNone is no drop, for checks that return a Reason.
+const reasonNone = NumReasons
+
+// checkIPv4 is what a router checks of an IPv4 header before forwarding
+// it (RFC 1812 5.2.2): length, version, no options (those go the slow
+// way), total length within the frame, the header checksum, and a TTL
+// that survives the hop.
+func checkIPv4(f []byte, l3 int) Reason {
+	if len(f) < l3+20 {
+		return DropIPHeader
+	}
+	h := f[l3 : l3+20]
+	if h[0] != 0x45 {
+		if h[0]>>4 != 4 || h[0]&15 < 5 {
+			return DropIPHeader
+		}
+		return DropIPOptions
+	}
+	if tl := int(binary.BigEndian.Uint16(h[2:])); tl < 20 || tl > len(f)-l3 {
+		return DropIPHeader
+	}
+	if ipv4Sum(h) != 0xffff {
+		return DropIPChecksum
+	}
+	if h[8] <= 1 {
+		return DropTTLExpired
+	}
+	return reasonNone
+}
+
+// ipv4Sum is the ones' complement sum of a 20-byte header: 0xffff when
+// its checksum is right.
+func ipv4Sum(h []byte) uint16 {
+	_ = h[19]
+	s := uint64(binary.BigEndian.Uint32(h)) + uint64(binary.BigEndian.Uint32(h[4:])) +
+		uint64(binary.BigEndian.Uint32(h[8:])) + uint64(binary.BigEndian.Uint32(h[12:])) +
+		uint64(binary.BigEndian.Uint32(h[16:]))
+	s = s&0xffffffff + s>>32
+	s = s&0xffff + s>>16
+	s = s&0xffff + s>>16
+	s = s&0xffff + s>>16
+	return uint16(s)
+}
+
+// forward applies the FIB's value nh to packet j: to an adjacency, with
+// the header rewritten, or dropped under the route's reason.
+func (w *Worker) forward(b *burst, j int, nh uint32, v4 bool) {
+	rs := w.rt
+	pl := rs.plane
+	if int(nh) >= len(pl.Paths) {
+		b.drop(j, DropNoRoute) // 0, or a path this worker has not been given
+		return
+	}
+	p := &pl.Paths[nh]
+	f, l3 := b.frame[j], int(rs.l3[j])
+	var adj uint32
+	switch p.Kind {
+	case routing.PathForward:
+		adj = p.Adj
+		rs.class[RoutedForward]++
+	case routing.PathECMP:
+		adj = pl.Buckets[p.First+w.flowHash(f, l3, v4)&p.Mask]
+		rs.class[RoutedECMP]++
+	case routing.PathDrop:
+		b.drop(j, DropRouteDrop)
+		return
+	case routing.PathLocal:
+		b.drop(j, DropForUs)
+		return
+	case routing.PathGlean:
+		b.drop(j, DropNeighborUnresolved)
+		return
+	default:
+		b.drop(j, DropNoRoute)
+		return
+	}
+	a := &pl.Adjs[adj]
+	if !a.Resolved {
+		b.drop(j, DropNeighborUnresolved)
+		return
+	}
+	tx := rs.txOf[a.Port]
+	if tx < 0 {
+		b.drop(j, DropNoRoute)
+		return
+	}
+	copy(f[:12], a.Hdr[:])
+	if v4 {
+		// TTL - 1: its 16-bit word (TTL, protocol) drops by 0x100, so
+		// the checksum rises by as much, end-around (RFC 1624).
+		f[l3+8]--
+		c := uint32(binary.BigEndian.Uint16(f[l3+10:])) + 0x100
+		binary.BigEndian.PutUint16(f[l3+10:], uint16(c+c>>16))
+		if binary.BigEndian.Uint16(f[l3+6:])&0x3fff != 0 {
+			rs.class[RoutedFragment]++
+		}
+	} else {
+		f[l3+7]--
+	}
+	rs.egress[j] = uint16(tx)
+	c := &rs.adj[adj]
+	c.packets++
+	c.bytes += uint64(b.size[j])
+}
+
+// flowHash is the ECMP hash of a packet: addresses, protocol, ports (not
+// of a fragment: only the first carries them), flow label and the BTH
+// destination QP of a RoCEv2 packet.
+func (w *Worker) flowHash(f []byte, l3 int, v4 bool) uint32 {
+	var k routing.FlowKey
+	l4 := 0
+	if v4 {
+		k.S1, k.D1 = uint64(binary.BigEndian.Uint32(f[l3+12:])), uint64(binary.BigEndian.Uint32(f[l3+16:]))
+		k.Proto = uint32(f[l3+9])
+		if binary.BigEndian.Uint16(f[l3+6:])&0x3fff == 0 {
+			l4 = l3 + 20
+		}
+	} else {
+		k.S0, k.S1 = binary.BigEndian.Uint64(f[l3+8:]), binary.BigEndian.Uint64(f[l3+16:])
+		k.D0, k.D1 = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:])
+		k.Proto = uint32(f[l3+6])
+		k.FlowLabel = binary.BigEndian.Uint32(f[l3:]) & 0xfffff
+		l4 = l3 + 40
+	}
+	if l4 > 0 && (k.Proto == 17 || k.Proto == 6) && len(f) >= l4+4 {
+		k.SPort, k.DPort = uint32(binary.BigEndian.Uint16(f[l4:])), uint32(binary.BigEndian.Uint16(f[l4+2:]))
+		if k.Proto == 17 && k.DPort == 4791 && len(f) >= l4+8+8 {
+			k.QP = binary.BigEndian.Uint32(f[l4+8+4:]) & 0xffffff
+		}
+	}
+	return w.rt.plane.Hash.Sum(&k)
+}
+
+// egressByPort runs the egress stages on b: whole when every forwarded
+// packet goes to one port, else once per port on that port's packets
+// (kept in order), after the burst's drops are counted.
+func (w *Worker) egressByPort(b *burst) {
+	rs := w.rt
+	first := -1
+	mixed := false
+	for j := range b.pkts {
+		if !b.forwarded(j) {
+			continue
+		}
+		if first < 0 {
+			first = int(rs.egress[j])
+		} else if int(rs.egress[j]) != first {
+			mixed = true
+			break
+		}
+	}
+	if !mixed {
+		if first >= 0 {
+			b.tx = first
+		}
+		w.egress(b)
+		return
+	}
+	// Drops are counted (and taken packets left) here; the forwarded go
+	// out per port below.
+	seen := rs.seenTx[:0]
+	for j, m := range b.pkts {
+		switch f := b.fate[j]; {
+		case f >= fateDrop:
+			w.drop(m, Reason(f-fateDrop))
+		case f == fateForward:
+			tx := rs.egress[j]
+			known := false
+			for _, t := range seen {
+				known = known || t == tx
+			}
+			if !known {
+				seen = append(seen, tx)
+			}
+		}
+	}
+	rs.seenTx = seen
+	s := &rs.sub
+	for _, tx := range seen {
+		n := 0
+		for j := range b.pkts {
+			if b.fate[j] == fateForward && rs.egress[j] == tx {
+				s.frame[n], s.size[n], s.res[n] = b.frame[j], b.size[j], b.res[j]
+				n++
+			}
+		}
+		pkts := rs.subPkts[:0]
+		for j, m := range b.pkts {
+			if b.fate[j] == fateForward && rs.egress[j] == tx {
+				pkts = append(pkts, m)
+			}
+		}
+		s.reset(b.src, int(tx), pkts)
+		w.egress(s)
+	}
+}
+
+// SetPlane hands every worker a new routing Plane: when it returns, no
+// worker uses the previous one (routing.Router's publish).
+func (p *Pipeline) SetPlane(pl *routing.Plane) error {
+	var first error
+	for _, w := range p.Workers {
+		if w.rt == nil {
+			continue
+		}
+		if err := w.do("routing update", func() bool { w.rt.setPlane(pl); return true }); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// RouteStats is what the workers routed, summed: per route class and per
+// adjacency (ECMP members and single next hops alike).
+type RouteStats struct {
+	Classes [NumRouteClasses]uint64
+	Adj     []AdjStats // by adjacency id
+}
+
+// AdjStats counts what went to one adjacency.
+type AdjStats struct{ Packets, Bytes uint64 }
+
+// RouteStats snapshots every worker's routing counters.
+func (p *Pipeline) RouteStats() RouteStats {
+	var st RouteStats
+	for _, w := range p.Workers {
+		if w.rt == nil {
+			continue
+		}
+		_ = w.do("routing counters", func() bool {
+			rs := w.rt
+			for i := range rs.class {
+				st.Classes[i] += rs.class[i]
+			}
+			if len(st.Adj) < len(rs.adj) {
+				st.Adj = append(st.Adj, make([]AdjStats, len(rs.adj)-len(st.Adj))...)
+			}
+			for i, c := range rs.adj {
+				st.Adj[i].Packets += c.packets
+				st.Adj[i].Bytes += c.bytes
+			}
+			return true
+		})
+	}
+	return st
+}
