@@ -34,6 +34,7 @@ func New(d *daemon.Daemon) *Shell {
 		return m
 	}
 	s.add(commands()...)
+	s.add(routeCommands()...)
 	return s
 }
 
@@ -42,6 +43,7 @@ func New(d *daemon.Daemon) *Shell {
 func newGrammar(ports []Port) *Shell {
 	s := &Shell{ports: func() []Port { return ports }}
 	s.add(commands()...)
+	s.add(routeCommands()...)
 	return s
 }
 

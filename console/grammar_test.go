@@ -66,6 +66,15 @@ func TestResolve(t *testing.T) {
 		{"set promisc all off", "set promisc <port>|all on|off", "set promisc all off"},
 		{"set fwd roce", "set fwd io|mac|roce", "set fwd roce"},
 		{"set fwd m", "set fwd io|mac|roce", "set fwd mac"},
+		{"show ip fib", "show ip fib [<rest>]", "show ip fib"},
+		{"sh ip fib 10.0.0.0/8", "show ip fib [<rest>]", "show ip fib 10.0.0.0/8"},
+		{"show ipv6 fib 2001:db8::1", "show ipv6 fib [<rest>]", "show ipv6 fib 2001:db8::1"},
+		{"show neighbors", "show neighbors", "show neighbors"},
+		{"show ecmp", "show ecmp", "show ecmp"},
+		{"route add 10.0.0.0/8 via 10.1.0.2 port in", "route add|del <rest>", "route add 10.0.0.0/8 via 10.1.0.2 port in"},
+		{"route del 10.0.0.0/8", "route add|del <rest>", "route del 10.0.0.0/8"},
+		{"neighbor add in 10.1.0.2 b8:ce:f6:00:00:01", "neighbor add|del <rest>", "neighbor add in 10.1.0.2 b8:ce:f6:00:00:01"},
+		{"neighbor del in 10.1.0.2", "neighbor add|del <rest>", "neighbor del in 10.1.0.2"},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {
@@ -128,9 +137,10 @@ func TestComplete(t *testing.T) {
 		line string
 		want []string
 	}{
-		{"", []string{"clear", "exit", "flow", "help", "port", "quit", "reload", "set", "show", "start", "stop"}},
+		{"", []string{"clear", "exit", "flow", "help", "neighbor", "port", "quit", "reload", "route", "set", "show", "start", "stop"}},
 		{"sh", []string{"show"}},
-		{"show ", []string{"config", "errors", "fwd", "hugepages", "lcores", "numa", "offload", "pfc", "port", "qos", "roce", "running-config"}},
+		{"show ", []string{"config", "ecmp", "errors", "fwd", "hugepages", "ip", "ipv6", "lcores", "neighbors", "numa", "offload", "pfc", "port", "qos", "roce", "running-config"}},
+		{"route ", []string{"add", "del"}},
 		{"show offload ", []string{"0", "1", "all", "in", "out"}},
 		{"show port ", []string{"info", "stats", "summary", "xstats"}},
 		{"show port st", []string{"stats"}},

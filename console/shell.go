@@ -40,6 +40,7 @@ var sections = []struct{ name, title string }{
 	{"roce", "RoCE: classification counters and per-QP telemetry"},
 	{"qos", "QoS and PFC: per-TC queues, ECN, pause and the watchdog"},
 	{"flow", "Flow rules: testpmd's flow grammar, hardware or software"},
+	{"route", "Routing: FIB, neighbours, ECMP groups; routes and neighbours added live"},
 	{"config", "Configuration: ports, forwarding mode, QoS parameters"},
 }
 

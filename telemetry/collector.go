@@ -74,6 +74,8 @@ type collector struct {
 
 	flowPackets, flowBytes, flowMeter, flowRules, flowBackend metric
 	flowInserted, flowFailures, flowNotApplicable             metric
+
+	routePackets, ecmpPackets, ecmpBytes, ecmpBuckets, fibRoutes, fibGroups, fibBytes metric
 }
 
 // NewCollector returns a Prometheus collector that calls src once per
@@ -167,6 +169,14 @@ func NewCollector(src Source) prometheus.Collector {
 		flowInserted:      counter("flow_inserted_total", "Flow rules the NIC took.", rp...),
 		flowFailures:      counter("flow_insert_failures_total", "Flow rules the NIC refused; each runs in software instead.", rp...),
 		flowNotApplicable: counter("flow_not_applicable_packets_total", "Packets that hit a software rule's queue or rss action, which only a NIC carries out.", rp...),
+
+		routePackets: counter("route_packets_total", "Packets routed, by route class (forward: one next hop, ecmp: a group's member, fragment: IPv4 fragments among them).", "class"),
+		ecmpPackets:  counter("ecmp_member_packets_total", "Packets sent to an ECMP group's member.", "group", "port", "gateway"),
+		ecmpBytes:    counter("ecmp_member_bytes_total", "Bytes sent to an ECMP group's member.", "group", "port", "gateway"),
+		ecmpBuckets:  gauge("ecmp_member_buckets", "Buckets of the group's table the member holds (its share of flows).", "group", "port", "gateway"),
+		fibRoutes:    gauge("fib_routes", "Routes in the FIB.", "family"),
+		fibGroups:    gauge("fib_groups", "FIB groups of 256 entries by state (used, free, pending reuse).", "family", "state"),
+		fibBytes:     gauge("fib_bytes", "Hugepage memory of the FIB.", "family"),
 	}
 }
 
@@ -185,7 +195,8 @@ func (c *collector) metrics() []metric {
 		c.roceOpcode, c.roceCNP, c.roceECN, c.roceICRC, c.roceMalformed, c.rocePFC, c.rocePause, c.roceTC,
 		c.qpSlots, c.qpBytes, c.qpUsed, c.qpFlows, c.qpInserts, c.qpEvictions, c.qpAged,
 		c.flowPackets, c.flowBytes, c.flowMeter, c.flowRules, c.flowBackend,
-		c.flowInserted, c.flowFailures, c.flowNotApplicable}
+		c.flowInserted, c.flowFailures, c.flowNotApplicable,
+		c.routePackets, c.ecmpPackets, c.ecmpBytes, c.ecmpBuckets, c.fibRoutes, c.fibGroups, c.fibBytes}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -204,6 +215,26 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	u := func(m metric, v uint64, labels ...string) { emit(m, float64(v), labels...) }
 
 	emit(c.info, 1, r.Mode)
+	if rr := r.Route; rr != nil {
+		for _, class := range pipeline.RouteClassNames {
+			u(c.routePackets, rr.Classes[class], class)
+		}
+		for _, g := range rr.ECMP {
+			for _, m := range g.Members {
+				l := []string{strconv.Itoa(int(g.ID)), m.Port, m.Gateway}
+				u(c.ecmpPackets, m.Packets, l...)
+				u(c.ecmpBytes, m.Bytes, l...)
+				emit(c.ecmpBuckets, float64(m.Buckets), l...)
+			}
+		}
+		for fam, st := range rr.FIB {
+			emit(c.fibRoutes, float64(st.Routes), fam)
+			emit(c.fibGroups, float64(st.GroupsUsed), fam, "used")
+			emit(c.fibGroups, float64(st.GroupsFree), fam, "free")
+			emit(c.fibGroups, float64(st.GroupsPending), fam, "pending")
+			emit(c.fibBytes, float64(st.Bytes), fam)
+		}
+	}
 	emit(c.duration, r.DurationS)
 	u(c.queued, r.Queued)
 	u(c.generated, r.Generated)

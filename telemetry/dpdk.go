@@ -26,6 +26,31 @@ var dpdkCommands = []struct {
 	{"/roce/lcores", "roce-fwd worker lcores: packets, cycles, polls", lcoresReply},
 	{"/roce/flows", "roce-fwd flow rules of a port with their hits. Param: port", flowsReply},
 	{"/roce/offload", "roce-fwd flow rule backend and counts per port. Param: port", offloadReply},
+	{"/roce/route", "roce-fwd routed path: packets per route class, FIB sizes, ECMP members' packets and bytes", routeReply},
+}
+
+func routeReply(r daemon.Report, _ string) (any, error) {
+	if r.Route == nil {
+		return dict{"routed": false}, nil
+	}
+	groups := []any{}
+	for _, g := range r.Route.ECMP {
+		var members []any
+		for _, m := range g.Members {
+			members = append(members, dict{"port": m.Port, "gateway": m.Gateway, "weight": m.Weight, "buckets": m.Buckets,
+				"packets": m.Packets, "bytes": m.Bytes})
+		}
+		groups = append(groups, dict{"id": g.ID, "buckets": g.Buckets, "routes": g.Routes, "members": members})
+	}
+	fibs := dict{}
+	for fam, st := range r.Route.FIB {
+		fibs[fam] = dict{"routes": st.Routes, "groups_used": st.GroupsUsed, "groups_free": st.GroupsFree, "bytes": st.Bytes}
+	}
+	classes := dict{}
+	for k, v := range r.Route.Classes {
+		classes[k] = v
+	}
+	return dict{"routed": true, "classes": classes, "fib": fibs, "ecmp": groups}, nil
 }
 
 // DPDKCommands lists the /roce/* commands RegisterDPDK adds.
