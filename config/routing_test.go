@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -70,5 +71,26 @@ func TestRoutingErrors(t *testing.T) {
 				t.Errorf("got %v\nwant %s", err, c.want)
 			}
 		})
+	}
+}
+
+// The README's routed example is a valid config.
+func TestReadmeRoutedExample(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "### Routing\n")
+	if !ok {
+		t.Fatal("README has no Routing section")
+	}
+	_, block, _ := strings.Cut(rest, "```toml\n")
+	block, _, _ = strings.Cut(block, "```")
+	cfg, err := Parse("README.md", []byte("[eal]\nargs = [\"-l\", \"0-1\"]\n"+block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Routed() || len(cfg.Routes) != 3 || len(cfg.Routes[0].Via) != 2 {
+		t.Errorf("routes %+v", cfg.Routes)
 	}
 }
