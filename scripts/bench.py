@@ -6,6 +6,8 @@ rate, and turns the rounds' figures into the table. Standard library only.
   bench.py hugepage-mbufs PAGES            mbufs for a config whose hugepage
                                            plan is PAGES pages of 2 MiB
   bench.py l3fwd-rules FLOWS DIR           l3fwd rule files from a flows file
+  bench.py routes FLOWS N DIR              N routes covering the flows' destinations,
+                                           for l3fwd (LPM/FIB) and roce-fwd
   bench.py tsc-hz LOG                      the TSC rate DPDK's EAL measured
   bench.py testpmd SECS LOG -- CMD...      median Rx-pps of port 0, Mpps
   bench.py exec LOG -- CMD...              runs CMD, output to LOG
@@ -23,6 +25,7 @@ stops and names the log.
 import ipaddress
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -129,6 +132,65 @@ def cmd_l3fwd_rules(flows, outdir):
         with open(os.path.join(outdir, "lpm-v%d.cfg" % v), "w") as f:
             f.write(lpm + "\n")
     print("v%d" % family, len(em[family]))
+
+
+def cmd_routes(flows, n, outdir):
+    """Writes a route set of N prefixes of the flows' family that covers
+    every destination, for both sides: lpm-v4.cfg and lpm-v6.cfg for l3fwd
+    (every route to port 1; the other family gets one placeholder route),
+    and routes.toml and routes-ecmp.toml for roce-fwd (every route via the
+    gateway 192.168.0.2, or via two gateways on the same port, fd00:ff::2
+    and fd00:ff::3 for IPv6). The set is each destination's /24 (/64 for
+    IPv6), then random prefixes outside them, most /16 to /24 (/32 to
+    /64), one in ten longer (to /32, /128), so that lookups of both sides
+    walk their second level too."""
+    n = int(n)
+    dsts = {4: set(), 6: set()}
+    with open(flows) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) == 5 and not fields[0].startswith("#"):
+                d = ipaddress.ip_address(fields[1])
+                dsts[d.version].add(d)
+    v = 6 if len(dsts[6]) > len(dsts[4]) else 4
+    net = ipaddress.IPv4Network if v == 4 else ipaddress.IPv6Network
+    bits, cover = (32, 24) if v == 4 else (128, 64)
+    routes = set()
+    for d in dsts[v]:
+        routes.add(net((int(d) >> (bits - cover) << (bits - cover), cover)))
+    rng = random.Random(7)
+    own = net("10.0.0.0/8") if v == 4 else net("fd00::/8")
+    while len(routes) < n:
+        if rng.random() < 0.1:
+            depth = rng.randint(cover + 1, bits)
+        else:
+            depth = rng.randint(16, cover) if v == 4 else rng.randint(32, cover)
+        if v == 4:
+            a = rng.randrange(1 << 32)
+            if a >> 24 in (0, 10, 127, 172, 192) or a >> 28 >= 14:
+                continue
+        else:
+            a = (0x2001 << 112) | rng.randrange(1 << 112)
+        p = net((a >> (bits - depth) << (bits - depth), depth))
+        if not p.overlaps(own):
+            routes.add(p)
+    routes = sorted(routes, key=lambda p: (int(p.network_address), p.prefixlen))[:max(n, len(dsts[v]))]
+    placeholder = {4: "R198.18.0.0/16 1", 6: "R2001:db8::/32 1"}
+    for fam in (4, 6):
+        with open(os.path.join(outdir, "lpm-v%d.cfg" % fam), "w") as f:
+            if fam == v:
+                f.write("".join("R%s/%d 1\n" % (p.network_address.exploded, p.prefixlen) for p in routes))
+            else:
+                f.write(placeholder[fam] + "\n")
+    gw = ["192.168.0.2", "192.168.0.3"] if v == 4 else ["fd00:ff::2", "fd00:ff::3"]
+    for name, via in (("routes.toml", gw[:1]), ("routes-ecmp.toml", gw)):
+        hops = ", ".join('{ port = "dst", gateway = "%s" }' % g for g in via)
+        with open(os.path.join(outdir, name), "w") as f:
+            for g in gw:
+                f.write('[[neighbor]]\nport = "dst"\nip = "%s"\nmac = "02:00:00:00:00:%02x"\n' % (g, gw.index(g) + 2))
+            for p in routes:
+                f.write('[[route]]\nprefix = "%s"\nvia = [%s]\n' % (p, hops))
+    print("v%d" % v, len(routes))
 
 
 def cmd_tsc_hz(log):
@@ -426,7 +488,7 @@ def main(argv):
         args.append(rest)
     fns = {
         "pcap-info": cmd_pcap_info, "hugepage-mbufs": cmd_hugepage_mbufs,
-        "l3fwd-rules": cmd_l3fwd_rules, "tsc-hz": cmd_tsc_hz,
+        "l3fwd-rules": cmd_l3fwd_rules, "routes": cmd_routes, "tsc-hz": cmd_tsc_hz,
         "testpmd": cmd_testpmd, "rocefwd": cmd_rocefwd, "l3fwd": cmd_l3fwd,
         "ratios": cmd_ratios, "table": cmd_table, "exec": cmd_exec,
     }

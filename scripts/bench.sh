@@ -19,6 +19,10 @@
 #   mtu4096  data frames of 1024 QPs: roce vs 5tswap, and roce checking each
 #            ICRC, in Gbit/s per core
 #   mtu1024  data frames of 1024 QPs: roce vs 5tswap
+#   route    control mix of 8192 QPs, IPv4, routed by 1k and by 100k
+#            prefixes: io + routing vs l3fwd LPM (and FIB), roce + routing
+#            + 2-way ECMP vs l3fwd LPM; both sides load the same routes
+#   route6   the same over IPv6 with 1k and 20k prefixes
 #
 # Environment:
 #   BENCH_ONLY       row groups to run, space-separated (default: all)
@@ -60,7 +64,7 @@ out=${BENCH_OUT:-bin/bench.txt}
 peers=${BENCH_PEERS:-/var/tmp/roce-fwd-peers}
 l3fwd=$peers/l3fwd
 pages=${BENCH_HUGEPAGES:-1024}
-all_groups=(demo 8k 64k 8k6 mtu4096 mtu1024)
+all_groups=(demo 8k 64k 8k6 mtu4096 mtu1024 route route6)
 read -r -a groups <<<"${BENCH_ONLY:-${all_groups[*]}}"
 for g in "${groups[@]}"; do
 	case " ${all_groups[*]} " in
@@ -284,6 +288,16 @@ gen_args() {
 	8k6) echo "--qps 8192 --mix control --ipv6" ;;
 	mtu4096) echo "--qps 1024 --mix mtu4096" ;;
 	mtu1024) echo "--qps 1024 --mix mtu1024" ;;
+	route) echo "--qps 8192 --mix control" ;;
+	route6) echo "--qps 8192 --mix control --ipv6" ;;
+	esac
+}
+
+# route_sizes: the route set sizes of a routed group (names: 1k, 100k).
+route_sizes() {
+	case $1 in
+	route) echo "1k 100k" ;;
+	route6) echo "1k 20k" ;;
 	esac
 }
 make_workload() {
@@ -309,6 +323,13 @@ make_workload() {
 		read -r family nflows <<<"$("${py[@]}" l3fwd-rules "$work/$g.flows" "$work/$g.rules")"
 		wl_family[$g]=$family
 		wl_desc[$g]+=", $nflows flows, $family"
+		local size n
+		for size in $(route_sizes "$g"); do
+			mkdir -p "$work/$g.rules-$size"
+			n=${size%k}000
+			read -r family n <<<"$("${py[@]}" routes "$work/$g.flows" "$n" "$work/$g.rules-$size")"
+			wl_desc[$g]+=", $size: $n routes"
+		done
 	fi
 }
 
@@ -322,6 +343,8 @@ group_runs() {
 	8k6) echo "rf:roce:qp=65536 l3:em" ;;
 	mtu4096) echo "tp:5tswap rf:roce rf:roce:icrc" ;;
 	mtu1024) echo "tp:5tswap rf:roce" ;;
+	route) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@100k l3:fib@100k rf:io:route=100k rf:roce:route=100k:ecmp" ;;
+	route6) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@20k l3:fib@20k rf:io:route=20k" ;;
 	esac
 }
 
@@ -342,6 +365,17 @@ demo|demo capture|roce + QoS nvidia-roce|rf:roce:qos|testpmd 5tswap|tp:5tswap|>=
 mtu4096|mtu4096 data 1k QPs|roce|rf:roce|testpmd 5tswap|tp:5tswap|>= 0.95
 mtu4096|mtu4096 data 1k QPs|roce verify_icrc|rf:roce:icrc|testpmd 5tswap|tp:5tswap|gbps
 mtu1024|mtu1024 data 1k QPs|roce|rf:roce|testpmd 5tswap|tp:5tswap|-
+route|control 8k QPs v4, 1k routes|io routed|rf:io:route=1k|l3fwd LPM|l3:lpm@1k|>= 1.00
+route|control 8k QPs v4, 1k routes|io routed|rf:io:route=1k|l3fwd FIB|l3:fib@1k|reference
+route|control 8k QPs v4, 1k routes|roce routed, 2-way ECMP|rf:roce:route=1k:ecmp|l3fwd LPM|l3:lpm@1k|>= 0.90
+route|control 8k QPs v4, 100k routes|io routed|rf:io:route=100k|l3fwd LPM|l3:lpm@100k|>= 1.00
+route|control 8k QPs v4, 100k routes|io routed|rf:io:route=100k|l3fwd FIB|l3:fib@100k|reference
+route|control 8k QPs v4, 100k routes|roce routed, 2-way ECMP|rf:roce:route=100k:ecmp|l3fwd LPM|l3:lpm@100k|>= 0.90
+route6|control 8k QPs v6, 1k routes|io routed|rf:io:route=1k|l3fwd LPM v6|l3:lpm@1k|>= 1.00
+route6|control 8k QPs v6, 1k routes|io routed|rf:io:route=1k|l3fwd FIB v6|l3:fib@1k|reference
+route6|control 8k QPs v6, 1k routes|roce routed, 2-way ECMP|rf:roce:route=1k:ecmp|l3fwd LPM v6|l3:lpm@1k|>= 0.90
+route6|control 8k QPs v6, 20k routes|io routed|rf:io:route=20k|l3fwd LPM v6|l3:lpm@20k|>= 1.00
+route6|control 8k QPs v6, 20k routes|io routed|rf:io:route=20k|l3fwd FIB v6|l3:fib@20k|reference
 ROWS
 
 src_vdev() { echo "net_pcap0,rx_pcap=${wl_pcap[$1]},infinite_rx=1"; }
@@ -367,7 +401,16 @@ run_rocefwd() {
 	local g=$1 spec=$2 log=$3 extra=""
 	local mode=${spec%%:*} opt=""
 	if [ "$spec" != "$mode" ]; then opt=${spec#*:}; fi
+	local routed=0
 	case $opt in
+	route=*)
+		# Routed: both ports have addresses, the routes and neighbours come
+		# from the route set; no [[forward]].
+		local size=${opt#route=} file=routes.toml
+		if [ "${size%:ecmp}" != "$size" ]; then size=${size%:ecmp} file=routes-ecmp.toml; fi
+		routed=1
+		extra=$(printf '[routing]\nipv6_groups = 131072\n'; cat "$work/$g.rules-$size/$file")
+		;;
 	qp=*) extra=$(printf '[roce]\nqp_table = %s' "${opt#qp=}") ;;
 	qos) extra=$(printf '[qos]\npreset = "nvidia-roce"') ;;
 	icrc) extra=$(printf '[roce]\nverify_icrc = true') ;;
@@ -377,6 +420,13 @@ run_rocefwd() {
 	next_prefix
 	local args=(-l 0-1 "${eal[@]}" --file-prefix "$prefix") a quoted=""
 	for a in "${args[@]}"; do quoted+="${quoted:+, }\"$a\""; done
+	local src_addr="" dst_addr="" forward
+	forward=$(printf '[[forward]]\nfrom = "src"\nto = "dst"\n[[forward]]\nfrom = "dst"\nto = "src"')
+	if [ "$routed" = 1 ]; then
+		src_addr='addresses = ["172.16.0.1/24", "fd00:fe::1/64"]'
+		dst_addr='addresses = ["192.168.0.1/24", "fd00:ff::1/64"]'
+		forward=""
+	fi
 	cat >"$log.toml" <<-TOML
 		[eal]
 		args = [$quoted]
@@ -386,18 +436,15 @@ run_rocefwd() {
 		[[port]]
 		name = "src"
 		vdev = "$(src_vdev "$g")"
+		$src_addr
 		[[port]]
 		name = "dst"
 		vdev = "$dst_vdev"
+		$dst_addr
 		[pipeline]
 		mode = "$mode"
 		burst = 32
-		[[forward]]
-		from = "src"
-		to = "dst"
-		[[forward]]
-		from = "dst"
-		to = "src"
+		$forward
 		$extra
 	TOML
 	local rc=0
@@ -415,7 +462,10 @@ run_rocefwd() {
 # per lcore on each port, and net_pcap has one), polling both ports as the
 # others do; rules from the workload's flows, every flow to port 1.
 run_l3fwd() {
-	local g=$1 lookup=$2 log=$3 kind=em v6=()
+	local g=$1 lookup=$2 log=$3 kind=em v6=() rules=$work/$g.rules
+	if [ "${lookup#*@}" != "$lookup" ]; then
+		rules=$work/$g.rules-${lookup#*@} lookup=${lookup%@*}
+	fi
 	case $lookup in
 	em) lookup_args=(-E) ;;
 	lpm) lookup_args=(-L) kind=lpm ;;
@@ -425,7 +475,7 @@ run_l3fwd() {
 	next_prefix
 	local cmd=("$l3fwd" -l 1 "${eal[@]}" --file-prefix "$prefix" --vdev "$(src_vdev "$g")" --vdev "$dst_vdev" --
 		-p 0x3 -P "${lookup_args[@]}" --parse-ptype --config="(0,0,1),(1,0,1)"
-		--rule_ipv4="$work/$g.rules/$kind-v4.cfg" --rule_ipv6="$work/$g.rules/$kind-v6.cfg" "${v6[@]}")
+		--rule_ipv4="$rules/$kind-v4.cfg" --rule_ipv6="$rules/$kind-v6.cfg" "${v6[@]}")
 	echo "${cmd[*]}" >"$log.cmd"
 	local res
 	res=$("${py[@]}" l3fwd "$secs" "$log" "$rundir/$prefix/dpdk_telemetry.v2" -- "${cmd[@]}") || res=0
@@ -437,7 +487,7 @@ run_l3fwd() {
 # measure ROUND GROUP RUN: one run, its figures appended to the results.
 measure() {
 	local r=$1 g=$2 k=$3 log
-	log=$work/$g-${k//[:=]/-}-$r.log
+	log=$work/$g-${k//[:=@]/-}-$r.log
 	case $k in
 	tp:*) run_testpmd "$g" "${k#tp:}" "$log" ;;
 	rf:*) run_rocefwd "$g" "${k#rf:}" "$log" ;;
