@@ -184,7 +184,7 @@ func BenchmarkLookup4(b *testing.B) {
 }
 
 func BenchmarkLookupBatch6(b *testing.B) {
-	for _, n := range []int{200_000} {
+	for _, n := range []int{1_000, 200_000} {
 		for _, huge := range []bool{false, true} {
 			b.Run(fmt.Sprintf("routes=%d/pages=%s", n, pageNames[huge]), func(b *testing.B) {
 				s := benchTable(b, V6, n, Config{FirstBits: 24, Groups: 1 << 19}, huge)

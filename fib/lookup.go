@@ -158,18 +158,22 @@ func (t *Table) batch6(hi, lo []uint64, nh []uint32) {
 		np += int(e >> 31)
 	}
 
+	// Each level's entries are computed once: prefetched, then read.
+	var idx [chunk]uint32
 	gbase := uintptr(unsafe.Pointer(unsafe.SliceData(groups)))
 	for s := uint(f); np > 0; s += 8 {
 		pend := pend[:np]
+		for j, i := range pend {
+			x := nh[i]<<8 | byteAt(hi[i], lo[i], s)
+			idx[j&(chunk-1)] = x
+			pf[j&(chunk-1)] = gbase + uintptr(x)*4
+		}
 		if np > 1 {
-			for j, i := range pend {
-				pf[j] = gbase + uintptr(nh[i]<<8|byteAt(hi[i], lo[i], s))*4
-			}
 			prefetch.Lines(pf[:np])
 		}
 		np = 0
-		for _, i := range pend {
-			e := atomic.LoadUint32(&groups[nh[i]<<8|byteAt(hi[i], lo[i], s)])
+		for j, i := range pend {
+			e := atomic.LoadUint32(&groups[idx[j&(chunk-1)]])
 			nh[i] = e & payloadMask
 			pend[np] = i
 			np += int(e >> 31)
@@ -178,10 +182,9 @@ func (t *Table) batch6(hi, lo []uint64, nh []uint32) {
 }
 
 // byteAt is the 8 bits of hi:lo starting s bits from the top, zero past
-// the end.
+// the end. Without a branch: Go's shifts by 64 or more give 0 (64-s and
+// s-64 wrap to huge counts when negative), so of the three terms only
+// those that apply are non-zero (at s = 64 two of them are lo, alike).
 func byteAt(hi, lo uint64, s uint) uint32 {
-	if s < 64 {
-		return uint32((hi<<s | lo>>(64-s)) >> 56)
-	}
-	return uint32(lo << (s - 64) >> 56)
+	return uint32((hi<<s | lo>>(64-s) | lo<<(s-64)) >> 56)
 }

@@ -5,6 +5,7 @@ import (
 
 	"roce-fwd/dpdk"
 	"roce-fwd/fib"
+	"roce-fwd/roce"
 	"roce-fwd/routing"
 )
 
@@ -41,6 +42,12 @@ type routeStage struct {
 	plane  *routing.Plane
 	txOf   []int16     // port id → the worker's tx index, -1: none
 	adj    []adjCounts // per adjacency: what the worker sent to it
+	// adjTx is, per adjacency of the plane, the worker's tx index for it,
+	// or adjUnresolved / adjNoTx: one load answers both checks.
+	adjTx []int16
+	// the resolved packets' tx ports: the first, and whether they differ
+	firstTx int
+	mixed   bool
 	class  [NumRouteClasses]uint64
 	// per burst: the packets looked up, by family
 	l3      []uint16 // per packet: IP header offset
@@ -74,7 +81,24 @@ func (rs *routeStage) setPlane(pl *routing.Plane) {
 	if n := len(pl.Adjs); n > len(rs.adj) {
 		rs.adj = append(rs.adj, make([]adjCounts, n-len(rs.adj))...)
 	}
+	tx := make([]int16, len(pl.Adjs))
+	for i, a := range pl.Adjs {
+		switch {
+		case !a.Resolved:
+			tx[i] = adjUnresolved
+		case int(a.Port) >= len(rs.txOf) || rs.txOf[a.Port] < 0:
+			tx[i] = adjNoTx
+		default:
+			tx[i] = rs.txOf[a.Port]
+		}
+	}
+	rs.adjTx = tx
 }
+
+const (
+	adjUnresolved = -1 // the neighbour's MAC is not known
+	adjNoTx       = -2 // the worker has no tx queue on the port
+)
 
 const (
 	etherIPv4 = 0x0800
@@ -89,45 +113,42 @@ const (
 func (w *Worker) routePass(b *burst) {
 	rs := w.rt
 	n4, n6 := 0, 0
-	// 1. Check each IP header and collect the destinations.
+	rs.firstTx, rs.mixed = -1, false
+	// 1. Check each IP header and collect the destinations. The common
+	// frames (untagged IPv4 without options or fragmentation, untagged
+	// IPv6) are checked inline; the rest take routeParse.
 	for j, m := range b.pkts {
-		if !b.forwarded(j) {
+		if b.fate[j] != fateForward {
 			continue
 		}
 		f := m.Data()
 		b.frame[j], b.size[j] = f, uint32(m.PktLen())
-		if len(f) < 14 {
-			b.drop(j, DropRunt)
-			continue
-		}
-		et, l3 := binary.BigEndian.Uint16(f[12:]), 14
-		for (et == etherVLAN || et == etherQinQ) && len(f) >= l3+4 {
-			et, l3 = binary.BigEndian.Uint16(f[l3+2:]), l3+4
-		}
-		rs.l3[j] = uint16(l3)
-		switch et {
-		case etherIPv4:
-			if r := checkIPv4(f, l3); r != reasonNone {
-				b.drop(j, r)
+		if len(f) >= 54 {
+			switch et := binary.BigEndian.Uint16(f[12:]); {
+			case et == etherIPv4 && f[14] == 0x45:
+				h := f[14:34]
+				if tl := int(binary.BigEndian.Uint16(h[2:])); tl >= 20 && tl <= len(f)-14 &&
+					binary.BigEndian.Uint16(h[6:])&0x3fff == 0 && h[8] > 1 && ipv4Sum(h) == 0xffff {
+					rs.l3[j] = 14
+					rs.a4[n4], rs.j4[n4] = binary.BigEndian.Uint32(h[16:]), uint16(j)
+					n4++
+					continue
+				}
+			case et == etherIPv6 && f[14]>>4 == 6 && f[21] > 1:
+				rs.l3[j] = 14
+				rs.hi[n6], rs.lo[n6], rs.j6[n6] = binary.BigEndian.Uint64(f[38:]), binary.BigEndian.Uint64(f[46:]), uint16(j)
+				n6++
 				continue
 			}
-			rs.a4[n4], rs.j4[n4] = binary.BigEndian.Uint32(f[l3+16:]), uint16(j)
+		}
+		switch w.routeParse(b, j, f) {
+		case 4:
+			rs.a4[n4], rs.j4[n4] = binary.BigEndian.Uint32(f[int(rs.l3[j])+16:]), uint16(j)
 			n4++
-		case etherIPv6:
-			if len(f) < l3+40 || f[l3]>>4 != 6 {
-				b.drop(j, DropIPHeader)
-				continue
-			}
-			if f[l3+7] <= 1 {
-				b.drop(j, DropTTLExpired)
-				continue
-			}
+		case 6:
+			l3 := int(rs.l3[j])
 			rs.hi[n6], rs.lo[n6], rs.j6[n6] = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:]), uint16(j)
 			n6++
-		case etherARP:
-			b.drop(j, DropARP)
-		default:
-			b.drop(j, DropNotIP)
 		}
 	}
 	// 2. The lookups, a family at a time, staged inside the FIB.
@@ -137,6 +158,7 @@ func (w *Worker) routePass(b *burst) {
 		} else {
 			rs.v4.LookupBatch4(rs.a4[:n4], rs.nh4[:n4])
 		}
+		w.resolvePass(b, rs.j4[:n4], rs.nh4[:n4], true)
 	}
 	if n6 > 0 {
 		if rs.v6 == nil {
@@ -144,16 +166,58 @@ func (w *Worker) routePass(b *burst) {
 		} else {
 			rs.v6.LookupBatch6(rs.hi[:n6], rs.lo[:n6], rs.nh6[:n6])
 		}
+		w.resolvePass(b, rs.j6[:n6], rs.nh6[:n6], false)
 	}
-	// 3. Resolve and rewrite.
-	for k := 0; k < n4; k++ {
-		w.forward(b, int(rs.j4[k]), rs.nh4[k], true)
-	}
-	for k := 0; k < n6; k++ {
-		w.forward(b, int(rs.j6[k]), rs.nh6[k], false)
-	}
-	// 4. The egress stages, per port.
+	// 3. The egress stages, per port.
 	w.egressByPort(b)
+}
+
+// routeParse is the header check of the frames routePass does not check
+// inline: tagged, short or odd ones. It returns the IP version of a frame
+// to look up (its header offset in rs.l3), or 0 when it dropped it.
+func (w *Worker) routeParse(b *burst, j int, f []byte) int {
+	rs := w.rt
+	if len(f) < 14 {
+		b.drop(j, DropRunt)
+		return 0
+	}
+	et, l3 := binary.BigEndian.Uint16(f[12:]), 14
+	for (et == etherVLAN || et == etherQinQ) && len(f) >= l3+4 {
+		et, l3 = binary.BigEndian.Uint16(f[l3+2:]), l3+4
+	}
+	rs.l3[j] = uint16(l3)
+	switch et {
+	case etherIPv4:
+		if r := checkIPv4(f, l3); r != reasonNone {
+			b.drop(j, r)
+			return 0
+		}
+		if binary.BigEndian.Uint16(f[l3+6:])&0x3fff != 0 {
+			rs.class[RoutedFragment]++
+		}
+		return 4
+	case etherIPv6:
+		if len(f) < l3+40 || f[l3]>>4 != 6 {
+			b.drop(j, DropIPHeader)
+			return 0
+		}
+		if f[l3+7] <= 1 {
+			b.drop(j, DropTTLExpired)
+			return 0
+		}
+		return 6
+	case etherARP:
+		b.drop(j, DropARP)
+	case roce.EtherTypeMACControl:
+		if l3 == 14 {
+			w.consumeMAC(b, j, f) // PFC and PAUSE are the port's
+		} else {
+			b.drop(j, DropNotIP)
+		}
+	default:
+		b.drop(j, DropNotIP)
+	}
+	return 0
 }
 
 // reasonNone is no drop, for checks that return a Reason.
@@ -196,70 +260,75 @@ func ipv4Sum(h []byte) uint16 {
 	s = s&0xffffffff + s>>32
 	s = s&0xffff + s>>16
 	s = s&0xffff + s>>16
-	s = s&0xffff + s>>16
-	return uint16(s)
+	return uint16(s + s>>16)
 }
 
-// forward applies the FIB's value nh to packet j: to an adjacency, with
-// the header rewritten, or dropped under the route's reason.
-func (w *Worker) forward(b *burst, j int, nh uint32, v4 bool) {
+// resolvePass applies the FIB's values nh to the packets js of one
+// family: each goes to its path's adjacency, its header rewritten, or is
+// dropped under the path's reason.
+func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 	rs := w.rt
 	pl := rs.plane
-	if int(nh) >= len(pl.Paths) {
-		b.drop(j, DropNoRoute) // 0, or a path this worker has not been given
-		return
-	}
-	p := &pl.Paths[nh]
-	f, l3 := b.frame[j], int(rs.l3[j])
-	var adj uint32
-	switch p.Kind {
-	case routing.PathForward:
-		adj = p.Adj
-		rs.class[RoutedForward]++
-	case routing.PathECMP:
-		adj = pl.Buckets[p.First+w.flowHash(f, l3, v4)&p.Mask]
-		rs.class[RoutedECMP]++
-	case routing.PathDrop:
-		b.drop(j, DropRouteDrop)
-		return
-	case routing.PathLocal:
-		b.drop(j, DropForUs)
-		return
-	case routing.PathGlean:
-		b.drop(j, DropNeighborUnresolved)
-		return
-	default:
-		b.drop(j, DropNoRoute)
-		return
-	}
-	a := &pl.Adjs[adj]
-	if !a.Resolved {
-		b.drop(j, DropNeighborUnresolved)
-		return
-	}
-	tx := rs.txOf[a.Port]
-	if tx < 0 {
-		b.drop(j, DropNoRoute)
-		return
-	}
-	copy(f[:12], a.Hdr[:])
-	if v4 {
-		// TTL - 1: its 16-bit word (TTL, protocol) drops by 0x100, so
-		// the checksum rises by as much, end-around (RFC 1624).
-		f[l3+8]--
-		c := uint32(binary.BigEndian.Uint16(f[l3+10:])) + 0x100
-		binary.BigEndian.PutUint16(f[l3+10:], uint16(c+c>>16))
-		if binary.BigEndian.Uint16(f[l3+6:])&0x3fff != 0 {
-			rs.class[RoutedFragment]++
+	paths, adjs, adjTx := pl.Paths, pl.Adjs, rs.adjTx
+	var single, ecmp uint64
+	first, mixed := rs.firstTx, rs.mixed
+	for k, v := range nh[:len(js)] {
+		j := int(js[k])
+		if int(v) >= len(paths) {
+			b.drop(j, DropNoRoute) // 0, or a path this worker has not been given
+			continue
 		}
-	} else {
-		f[l3+7]--
+		p := &paths[v]
+		f, l3 := b.frame[j], int(rs.l3[j])
+		var adj uint32
+		switch p.Kind {
+		case routing.PathForward:
+			adj = p.Adj
+			single++
+		case routing.PathECMP:
+			adj = pl.Buckets[p.First+w.flowHash(f, l3, v4)&p.Mask]
+			ecmp++
+		default:
+			b.drop(j, pathDrop[p.Kind&7])
+			continue
+		}
+		tx := int(adjTx[adj])
+		if tx < 0 {
+			if tx == adjUnresolved {
+				b.drop(j, DropNeighborUnresolved)
+			} else {
+				b.drop(j, DropNoRoute)
+			}
+			continue
+		}
+		if tx != first {
+			mixed = mixed || first >= 0
+			first = tx
+		}
+		copy(f[:12], adjs[adj].Hdr[:])
+		if v4 {
+			// TTL - 1: its 16-bit word (TTL, protocol) drops by 0x100, so
+			// the checksum rises by as much, end-around (RFC 1624).
+			h := f[l3 : l3+12]
+			h[8]--
+			c := uint32(binary.BigEndian.Uint16(h[10:])) + 0x100
+			binary.BigEndian.PutUint16(h[10:], uint16(c+c>>16))
+		} else {
+			f[l3+7]--
+		}
+		rs.egress[j] = uint16(tx)
+		c := &rs.adj[adj]
+		c.packets++
+		c.bytes += uint64(b.size[j])
 	}
-	rs.egress[j] = uint16(tx)
-	c := &rs.adj[adj]
-	c.packets++
-	c.bytes += uint64(b.size[j])
+	rs.class[RoutedForward] += single
+	rs.class[RoutedECMP] += ecmp
+	rs.firstTx, rs.mixed = first, mixed
 }
+
+// pathDrop is the reason a path that does not forward drops for.
+var pathDrop = [8]Reason{routing.PathNone: DropNoRoute, routing.PathForward: DropNoRoute, routing.PathECMP: DropNoRoute, routing.PathDrop: DropRouteDrop, routing.PathLocal: DropForUs,
+	routing.PathGlean: DropNeighborUnresolved, 6: DropNoRoute, 7: DropNoRoute}
 
 // flowHash is the ECMP hash of a packet: addresses, protocol, ports (not
 // of a fragment: only the first carries them), flow label and the BTH
@@ -294,22 +363,9 @@ func (w *Worker) flowHash(f []byte, l3 int, v4 bool) uint32 {
 // (kept in order), after the burst's drops are counted.
 func (w *Worker) egressByPort(b *burst) {
 	rs := w.rt
-	first := -1
-	mixed := false
-	for j := range b.pkts {
-		if !b.forwarded(j) {
-			continue
-		}
-		if first < 0 {
-			first = int(rs.egress[j])
-		} else if int(rs.egress[j]) != first {
-			mixed = true
-			break
-		}
-	}
-	if !mixed {
-		if first >= 0 {
-			b.tx = first
+	if !rs.mixed {
+		if rs.firstTx >= 0 {
+			b.tx = rs.firstTx
 		}
 		w.egress(b)
 		return

@@ -139,7 +139,9 @@ func (w *Worker) handle(b *burst) {
 	in := w.fs.in[b.src] // software flow tables, or nil
 	switch w.mode {
 	case ModeIO:
-		w.ioPass(b) // MAC control frames are consumed
+		if w.rt == nil {
+			w.ioPass(b) // MAC control frames are consumed (by routePass when routed)
+		}
 	case ModeMAC:
 		w.macPass(b, in == nil && w.rt == nil) // ingress rules see the addresses as received
 	case ModeRoCE:

@@ -69,7 +69,10 @@ func NewHasher(fields Field, seed uint32, symmetric bool) Hasher {
 		label: m(FlowLabel), qp: m(DestQP), seed: uint64(seed)*0x9e3779b97f4a7c15 + 0x2545f4914f6cdd1d, sym: symmetric}
 }
 
-// Sum hashes a flow to 32 bits.
+// Sum hashes a flow to 32 bits: the fields folded into one word, each
+// rotated to its own place (so that swapping source and destination
+// changes the word), then murmur3's finaliser, which carries every input
+// bit into the high half. Two multiplies per packet.
 func (h *Hasher) Sum(k *FlowKey) uint32 {
 	s0, s1, d0, d1 := k.S0&h.src, k.S1&h.src, k.D0&h.dst, k.D1&h.dst
 	sp, dp := uint64(k.SPort)&h.sport, uint64(k.DPort)&h.dport
@@ -78,13 +81,13 @@ func (h *Hasher) Sum(k *FlowKey) uint32 {
 		s0, s1, d0, d1 = s0^d0, s1^d1, s0&d0, s1&d1
 		sp, dp = sp^dp, sp&dp
 	}
-	x := h.seed ^ s0*0xc2b2ae3d27d4eb4f ^ bits.RotateLeft64(s1*0x165667b19e3779f9, 17) ^
-		bits.RotateLeft64(d0*0xd6e8feb86659fd93, 31) ^ bits.RotateLeft64(d1*0x9e3779b97f4a7c15, 43) ^
-		(uint64(k.Proto)&h.proto|sp<<8|dp<<24|(uint64(k.FlowLabel)&h.label)<<40)*0xbf58476d1ce4e5b9 ^
-		(uint64(k.QP)&h.qp)*0x94d049bb133111eb
-	// murmur3's finaliser: every input bit reaches the high half.
+	x := h.seed ^ s0 ^ bits.RotateLeft64(s1, 11) ^ bits.RotateLeft64(d0, 23) ^ bits.RotateLeft64(d1, 43) ^
+		(uint64(k.Proto)&h.proto | sp<<8 | dp<<24 | (uint64(k.FlowLabel)&h.label)<<40) ^
+		bits.RotateLeft64(uint64(k.QP)&h.qp, 31)
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
 	x ^= x >> 33
 	return uint32(x >> 32)
 }
