@@ -48,7 +48,7 @@ type routeStage struct {
 	// the resolved packets' tx ports: the first, and whether they differ
 	firstTx int
 	mixed   bool
-	class  [NumRouteClasses]uint64
+	class   [NumRouteClasses]uint64
 	// per burst: the packets looked up, by family
 	l3      []uint16 // per packet: IP header offset
 	a4, nh4 []uint32
