@@ -73,6 +73,7 @@ func TestResolve(t *testing.T) {
 		{"show ecmp", "show ecmp", "show ecmp"},
 		{"route add 10.0.0.0/8 via 10.1.0.2 port in", "route add|del <rest>", "route add 10.0.0.0/8 via 10.1.0.2 port in"},
 		{"route del 10.0.0.0/8", "route add|del <rest>", "route del 10.0.0.0/8"},
+		{"route load /tmp/routes.txt", "route load <rest>", "route load /tmp/routes.txt"},
 		{"neighbor add in 10.1.0.2 b8:ce:f6:00:00:01", "neighbor add|del <rest>", "neighbor add in 10.1.0.2 b8:ce:f6:00:00:01"},
 		{"neighbor del in 10.1.0.2", "neighbor add|del <rest>", "neighbor del in 10.1.0.2"},
 	}
@@ -140,7 +141,7 @@ func TestComplete(t *testing.T) {
 		{"", []string{"clear", "exit", "flow", "help", "neighbor", "port", "quit", "reload", "route", "set", "show", "start", "stop"}},
 		{"sh", []string{"show"}},
 		{"show ", []string{"config", "ecmp", "errors", "fwd", "hugepages", "ip", "ipv6", "lcores", "neighbors", "numa", "offload", "pfc", "port", "qos", "roce", "running-config"}},
-		{"route ", []string{"add", "del"}},
+		{"route ", []string{"add", "del", "load"}},
 		{"show offload ", []string{"0", "1", "all", "in", "out"}},
 		{"show port ", []string{"info", "stats", "summary", "xstats"}},
 		{"show port st", []string{"stats"}},

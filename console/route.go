@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"roce-fwd/fib"
 	"roce-fwd/pipeline"
@@ -33,6 +35,8 @@ func routeCommands() []*Command {
 			Run: (*Shell).showECMP},
 		{Syntax: "route add|del <rest>", Section: "route", Help: "route add <prefix> via <gateway> port <port> [weight <w>] [via ...] | route add <prefix> drop|local | route del <prefix>",
 			Run: (*Shell).route},
+		{Syntax: "route load <rest>", Section: "route", Help: "route load <file>: add the routes of a file, one per line as after \"route add\", in batches",
+			Run: (*Shell).routeLoad},
 		{Syntax: "neighbor add|del <rest>", Section: "route", Help: "neighbor add <port> <ip> <mac> | neighbor del <port> <ip>",
 			Run: (*Shell).neighbor},
 	}
@@ -303,6 +307,47 @@ func (s *Shell) route(w []string, jsonOut bool) (string, error) {
 		return "", err
 	}
 	return ok(jsonOut, "Route "+rt.Prefix.String()+" added")
+}
+
+// routeBatch is how many routes route load adds under one hold of the
+// daemon's lock: each batch is one publish to the workers.
+const routeBatch = 10000
+
+func (s *Shell) routeLoad(w []string, jsonOut bool) (string, error) {
+	if len(w) != 3 {
+		return "", errors.New("usage: route load <file>")
+	}
+	data, err := os.ReadFile(w[2])
+	if err != nil {
+		return "", err
+	}
+	var routes []routing.Route
+	for i, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		rt, err := parseRoute(f)
+		if err != nil {
+			return "", fmt.Errorf("%s:%d: %w", w[2], i+1, err)
+		}
+		routes = append(routes, rt)
+	}
+	start := time.Now()
+	for len(routes) > 0 {
+		n := min(len(routes), routeBatch)
+		if err := s.withRouter(func(r *routing.Router) error { return r.AddRoutes(routes[:n]) }); err != nil {
+			return "", err
+		}
+		routes = routes[n:]
+	}
+	d := time.Since(start)
+	n := strings.Count(string(data), "\n")
+	msg := fmt.Sprintf("Routes of %s added in %v", w[2], d.Round(time.Millisecond))
+	if jsonOut {
+		return asJSON(map[string]any{"ok": true, "message": msg, "seconds": d.Seconds(), "lines": n})
+	}
+	return msg + "\n", nil
 }
 
 func (s *Shell) neighbor(w []string, jsonOut bool) (string, error) {

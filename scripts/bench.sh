@@ -22,7 +22,7 @@
 #   route    control mix of 8192 QPs, IPv4, routed by 1k and by 100k
 #            prefixes: io + routing vs l3fwd LPM (and FIB), roce + routing
 #            + 2-way ECMP vs l3fwd LPM; both sides load the same routes
-#   route6   the same over IPv6 with 1k and 20k prefixes
+#   route6   the same over IPv6 with 1k and 10k prefixes
 #
 # Environment:
 #   BENCH_ONLY       row groups to run, space-separated (default: all)
@@ -297,7 +297,7 @@ gen_args() {
 route_sizes() {
 	case $1 in
 	route) echo "1k 100k" ;;
-	route6) echo "1k 20k" ;;
+	route6) echo "1k 10k" ;;
 	esac
 }
 make_workload() {
@@ -344,7 +344,7 @@ group_runs() {
 	mtu4096) echo "tp:5tswap rf:roce rf:roce:icrc" ;;
 	mtu1024) echo "tp:5tswap rf:roce" ;;
 	route) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@100k l3:fib@100k rf:io:route=100k rf:roce:route=100k:ecmp" ;;
-	route6) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@20k l3:fib@20k rf:io:route=20k" ;;
+	route6) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@10k l3:fib@10k rf:io:route=10k" ;;
 	esac
 }
 
@@ -374,8 +374,8 @@ route|control 8k QPs v4, 100k routes|roce routed, 2-way ECMP|rf:roce:route=100k:
 route6|control 8k QPs v6, 1k routes|io routed|rf:io:route=1k|l3fwd LPM v6|l3:lpm@1k|>= 1.00
 route6|control 8k QPs v6, 1k routes|io routed|rf:io:route=1k|l3fwd FIB v6|l3:fib@1k|reference
 route6|control 8k QPs v6, 1k routes|roce routed, 2-way ECMP|rf:roce:route=1k:ecmp|l3fwd LPM v6|l3:lpm@1k|>= 0.90
-route6|control 8k QPs v6, 20k routes|io routed|rf:io:route=20k|l3fwd LPM v6|l3:lpm@20k|>= 1.00
-route6|control 8k QPs v6, 20k routes|io routed|rf:io:route=20k|l3fwd FIB v6|l3:fib@20k|reference
+route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd LPM v6|l3:lpm@10k|>= 1.00
+route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd FIB v6|l3:fib@10k|reference
 ROWS
 
 src_vdev() { echo "net_pcap0,rx_pcap=${wl_pcap[$1]},infinite_rx=1"; }

@@ -218,8 +218,8 @@ mac = "b8:ce:f6:00:01:06"
 
 // Routes and neighbours change from the console while traffic flows: an
 // ECMP member leaves and comes back, a more specific route comes and
-// goes, 50 routes are added. Nothing is dropped, and show
-// ecmp counts each member's share.
+// goes, 50 routes are added one by one and 100k from a file. Nothing is
+// dropped, and show ecmp counts each member's share.
 func TestConsoleRoutesUnderTraffic(t *testing.T) {
 	var frames [][]byte
 	w := demotraffic.Workload{Mix: demotraffic.MixControl, QPs: 2000, Frames: 6000, Seed: 3}
@@ -322,6 +322,24 @@ history = ""
 	r.consoleJSON(&fib, "show", "ip", "fib", "198.18.0.0/16")
 	if len(fib.Routes) != 50 || fib.Routes[0].Source != "static" {
 		t.Errorf("show ip fib 198.18.0.0/16: %+v", fib.Routes)
+	}
+	// 100k routes at once, as a routing protocol converging would send.
+	var lines []string
+	for i := 0; i < 100000; i++ {
+		lines = append(lines, fmt.Sprintf("%d.%d.%d.0/24 via 192.168.1.2 port up1", 11+i>>16, i>>8&255, i&255))
+	}
+	routes := filepath.Join(dir, "routes.txt")
+	if err := os.WriteFile(routes, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var load struct {
+		Seconds float64 `json:"seconds"`
+	}
+	r.consoleJSON(&load, "route", "load", routes)
+	t.Logf("route load: 100000 routes in %.3f s (%.0f routes/s) under traffic", load.Seconds, 100000/load.Seconds)
+	r.consoleJSON(&fib, "show", "ip", "fib", "12.134.159.77")
+	if len(fib.Routes) != 1 || fib.Routes[0].Prefix != "12.134.159.0/24" {
+		t.Errorf("show ip fib 12.134.159.77 after route load: %+v", fib.Routes)
 	}
 	time.Sleep(200 * time.Millisecond)
 	f := r.fwd()
