@@ -216,7 +216,7 @@ func liveKey(key string) bool {
 	return liveKeys.MatchString(key) && key != "qos.pfc_mode"
 }
 
-var liveKeys = regexp.MustCompile(`^(forward\b|roce\.(verify_icrc|bad_icrc|malformed)$|qos\.|pfc\b|port\[\d+\]\.promiscuous$|pipeline\.mode$)`)
+var liveKeys = regexp.MustCompile(`^(forward\b|roce\.(verify_icrc|bad_icrc|malformed)$|qos\.|pfc\b|port\[\d+\]\.promiscuous$|pipeline\.mode$|route\b|neighbor\b)`)
 
 // ApplyConfig makes cfg the running configuration, or changes nothing
 // and says why: every change that needs a restart is listed; the
@@ -232,10 +232,16 @@ func (d *Daemon) applyConfig(cfg *config.Config) ([]config.Change, error) {
 	changes := config.Diff(d.Cfg, cfg)
 	var refused []string
 	modeChange := false
+	routes := false
 	for _, c := range changes {
 		switch {
 		case !liveKey(c.Key):
 			refused = append(refused, c.String())
+		case strings.HasPrefix(c.Key, "route") || strings.HasPrefix(c.Key, "neighbor"):
+			routes = true
+			if d.route == nil || !cfg.Routed() {
+				refused = append(refused, c.String()+" (routing is turned on or off only by a restart)")
+			}
 		case c.Key == "pipeline.mode":
 			modeChange = true
 			if d.Pipe.Running() {
@@ -267,6 +273,11 @@ func (d *Daemon) applyConfig(cfg *config.Config) ([]config.Change, error) {
 	}
 	if err := d.Pipe.Update(t); err != nil {
 		return nil, fmt.Errorf("%s: not applied, the running config is unchanged: %w", cfg.File, err)
+	}
+	if routes {
+		if err := d.reloadRoutes(cfg); err != nil {
+			return nil, fmt.Errorf("%s: routes: %w", cfg.File, err)
+		}
 	}
 	if modeChange {
 		// CheckMode passed under the same lock: this cannot fail.

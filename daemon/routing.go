@@ -237,3 +237,75 @@ func (d *Daemon) routeReport() *RouteReport {
 	}
 	return rr
 }
+
+// reloadRoutes brings the router from the running config's static routes
+// and neighbours to cfg's: new and changed ones are installed, gone ones
+// removed, all while forwarding. Neighbours go first, so that new routes
+// find their next hops resolved, and leave last.
+func (d *Daemon) reloadRoutes(cfg *config.Config) error {
+	r := d.route.router
+	type nkey struct{ port, ip string }
+	oldN, newN := map[nkey]string{}, map[nkey]string{}
+	for _, n := range d.Cfg.Neighbors {
+		oldN[nkey{n.Port, n.IP}] = n.MAC
+	}
+	for _, n := range cfg.Neighbors {
+		newN[nkey{n.Port, n.IP}] = n.MAC
+	}
+	for k, mac := range newN {
+		if oldN[k] != mac {
+			hw, _ := net.ParseMAC(mac)
+			if err := r.SetNeighbor(k.port, netip.MustParseAddr(k.ip), [6]byte(hw)); err != nil {
+				return err
+			}
+		}
+	}
+	oldR := map[string]config.Route{}
+	for _, rt := range d.Cfg.Routes {
+		oldR[rt.Prefix] = rt
+	}
+	var add []routing.Route
+	seen := map[string]bool{}
+	for _, rt := range cfg.Routes {
+		seen[rt.Prefix] = true
+		if o, ok := oldR[rt.Prefix]; !ok || !sameRoute(o, rt) {
+			add = append(add, StaticRoute(rt))
+		}
+	}
+	var del []netip.Prefix
+	for p := range oldR {
+		if !seen[p] {
+			del = append(del, netip.MustParsePrefix(p))
+		}
+	}
+	if len(add) > 0 {
+		if err := r.AddRoutes(add); err != nil {
+			return err
+		}
+	}
+	if len(del) > 0 {
+		if err := r.DeleteRoutes(del); err != nil {
+			return err
+		}
+	}
+	for k := range oldN {
+		if _, ok := newN[k]; !ok {
+			if err := r.DeleteNeighbor(k.port, netip.MustParseAddr(k.ip)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func sameRoute(a, b config.Route) bool {
+	if a.Action != b.Action || len(a.Via) != len(b.Via) {
+		return false
+	}
+	for i := range a.Via {
+		if a.Via[i] != b.Via[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -218,8 +218,9 @@ mac = "b8:ce:f6:00:01:06"
 
 // Routes and neighbours change from the console while traffic flows: an
 // ECMP member leaves and comes back, a more specific route comes and
-// goes, 50 routes are added one by one and 100k from a file. Nothing is
-// dropped, and show ecmp counts each member's share.
+// goes, 50 routes are added one by one and 100k from a file, reloads
+// change the routes. Nothing is dropped, and show ecmp counts each
+// member's share.
 func TestConsoleRoutesUnderTraffic(t *testing.T) {
 	var frames [][]byte
 	w := demotraffic.Workload{Mix: demotraffic.MixControl, QPs: 2000, Frames: 6000, Seed: 3}
@@ -231,7 +232,7 @@ func TestConsoleRoutesUnderTraffic(t *testing.T) {
 	testenv.WritePcap(t, in, frames)
 	r := &daemonRig{t: t, sock: filepath.Join(dir, "console.sock"), cfgPath: filepath.Join(dir, "rf.toml"),
 		prefix: fmt.Sprintf("rf-con-%d-%s", os.Getpid(), t.Name()), stderr: &syncBuffer{}}
-	r.writeConfig(fmt.Sprintf(`[eal]
+	cfgText := fmt.Sprintf(`[eal]
 args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
 [[port]]
 name = "in"
@@ -261,7 +262,8 @@ mac = "b8:ce:f6:00:01:02"
 [console]
 socket = %q
 history = ""
-`, r.prefix, in, r.sock))
+`, r.prefix, in, r.sock)
+	r.writeConfig(cfgText)
 	r.cmd = exec.Command(binary, "run", "--config", r.cfgPath)
 	r.cmd.Stderr = r.stderr
 	if err := r.cmd.Start(); err != nil {
@@ -340,6 +342,26 @@ history = ""
 	r.consoleJSON(&fib, "show", "ip", "fib", "12.134.159.77")
 	if len(fib.Routes) != 1 || fib.Routes[0].Prefix != "12.134.159.0/24" {
 		t.Errorf("show ip fib 12.134.159.77 after route load: %+v", fib.Routes)
+	}
+	// A reload that takes up1 out of the default route and adds a route,
+	// then one that puts the file back: applied live.
+	ecmpRoute := `via = [{ port = "up0", gateway = "192.168.0.2" }, { port = "up1", gateway = "192.168.1.2" }]`
+	r.writeConfig(strings.Replace(cfgText, ecmpRoute, `via = [{ port = "up0", gateway = "192.168.0.2" }]
+[[route]]
+prefix = "10.0.0.0/16"
+via = [{ port = "up1", gateway = "192.168.1.2" }]`, 1))
+	mustRun("reload")
+	r.consoleJSON(&fib, "show", "ip", "fib", "10.0.0.0/16")
+	if len(fib.Routes) != 1 || fib.Routes[0].Prefix != "10.0.0.0/16" {
+		t.Errorf("after reload, show ip fib 10.0.0.0/16: %+v", fib.Routes)
+	}
+	if g := ecmp(); len(g) != 0 {
+		t.Errorf("after reload, ECMP groups %+v", g)
+	}
+	r.writeConfig(cfgText)
+	mustRun("reload")
+	if g := ecmp(); len(g) != 1 {
+		t.Errorf("after the second reload, ECMP groups %+v", g)
 	}
 	time.Sleep(200 * time.Millisecond)
 	f := r.fwd()
