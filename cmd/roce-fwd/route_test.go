@@ -196,6 +196,19 @@ mac = "b8:ce:f6:00:01:06"
 					flows[fk][string(addrs)+string(f[r.L4:r.L4+2])] = true
 				}
 			}
+			// And as scapy reads them (one port's, in one mode: scapy is
+			// slow): IPv4 header checksums and ICRCs recomputed by an
+			// independent decoder.
+			if mode == "io" {
+				for i, f := range scapyFrames(t, "describe", up0)[0] {
+					if f.IPChksumOK != nil && !*f.IPChksumOK {
+						t.Fatalf("scapy: up0 frame %d: bad IPv4 header checksum", i)
+					}
+					if !f.RoCE || f.ICRC == "" || f.ICRC != f.ICRCCalc {
+						t.Fatalf("scapy: up0 frame %d: RoCE %v, ICRC %s, computed %s", i, f.RoCE, f.ICRC, f.ICRCCalc)
+					}
+				}
+			}
 			var rx uint64
 			for _, p := range s.Ports {
 				rx += p.RxPackets
