@@ -33,6 +33,7 @@ type Config struct {
 	Routing   Routing    `toml:"routing"`
 	Routes    []Route    `toml:"route"`
 	Neighbors []Neighbor `toml:"neighbor"`
+	Kernel    Kernel     `toml:"kernel"`
 	RoCE      RoCE       `toml:"roce"`
 	QoS       QoS        `toml:"qos"`
 	PFC       *PFC       `toml:"pfc"` // nil: no [pfc] section (see qos.go)
@@ -158,6 +159,7 @@ var sections = []section{
 	{"telemetry", validateTelemetry},
 	{"offload", validateOffload},
 	{"routing", validateRouting}, // also [[route]] and [[neighbor]]
+	{"kernel", validateKernel},
 }
 
 // DefaultFile is the Config.File of the built-in default configuration.

@@ -16,6 +16,7 @@ import (
 	"roce-fwd/config"
 	"roce-fwd/dpdk"
 	"roce-fwd/hugepages"
+	"roce-fwd/linuxcp"
 	"roce-fwd/numa"
 	"roce-fwd/offload"
 	"roce-fwd/pcidev"
@@ -186,7 +187,7 @@ func (d *Daemon) bringUp() error {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	d.Flows = flows
-	set, err := ports.OpenWith(cfg, len(workers), d.probeFlows)
+	set, err := ports.OpenWith(portsConfig(cfg, len(workers)), len(workers), d.probeFlows)
 	if err != nil {
 		return err
 	}
@@ -210,9 +211,10 @@ func (d *Daemon) bringUp() error {
 	to := map[dpdk.Port]dpdk.Port{}
 	forwards := cfg.Forward
 	if cfg.Routed() {
-		// Every port is polled; the FIB says where each packet goes.
+		// Every port is polled (the exception paths' TAPs too); the FIB
+		// says where each packet goes.
 		forwards = nil
-		for _, p := range cfg.Ports {
+		for _, p := range set.Ports {
 			forwards = append(forwards, config.Forward{From: p.Name, To: p.Name})
 		}
 	}
@@ -237,6 +239,7 @@ func (d *Daemon) bringUp() error {
 	if err != nil {
 		return err
 	}
+	var kernelIfcs []linuxcp.Interface
 	spec := pipeline.Spec{Mode: mode, Burst: cfg.Pipeline.Burst, TxRetries: TxRetries, MaxBursts: cfg.Pipeline.MaxBursts, Ports: map[uint16]pipeline.PortSpec{},
 		RoCE: RoCESpec(cfg)}
 	for _, p := range set.Ports {
@@ -262,6 +265,12 @@ func (d *Daemon) bringUp() error {
 		if spec.Route, err = d.buildRouting(set, socket); err != nil {
 			return err
 		}
+		taps, ifcs, err := d.setUpKernel(set)
+		if err != nil {
+			return err
+		}
+		kernelRouteSpec(spec.Route, cfg, taps)
+		kernelIfcs = ifcs
 	}
 	pipe, err := pipeline.New(spec)
 	if err != nil {
@@ -271,7 +280,13 @@ func (d *Daemon) bringUp() error {
 	if err := d.installFlows(); err != nil {
 		return err
 	}
-	return d.startForwarding()
+	if err := d.startForwarding(); err != nil {
+		return err
+	}
+	if err := d.followKernel(kernelIfcs); err != nil {
+		d.log.Warn("exception path: not following the kernel's neighbours", "err", err)
+	}
+	return nil
 }
 
 // RoCESpec is the "roce" stage's configuration from [roce] and [qos].

@@ -20,6 +20,7 @@ type routed struct {
 	router *routing.Router
 	v4, v6 *fib.Table
 	mem    []unsafe.Pointer
+	stop   func() // ends following the kernel, if it was
 }
 
 // FIBConfigs are the FIB sizes of a routed config, per family (a zero
@@ -148,6 +149,9 @@ func StaticRoute(r config.Route) routing.Route {
 }
 
 func (rt *routed) free() {
+	if rt.stop != nil {
+		rt.stop()
+	}
 	for _, m := range rt.mem {
 		dpdk.FreeMem(m)
 	}

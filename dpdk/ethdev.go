@@ -189,6 +189,19 @@ func (p Port) MAC() (net.HardwareAddr, error) {
 	return C.GoBytes(unsafe.Pointer(&a.addr_bytes[0]), 6), nil
 }
 
+// SetMAC makes mac the port's primary MAC address (for net_tap, the
+// kernel interface's too).
+func (p Port) SetMAC(mac net.HardwareAddr) error {
+	if len(mac) != 6 {
+		return fmt.Errorf("port %d: MAC %v: want 6 bytes", p, mac)
+	}
+	var a C.struct_rte_ether_addr
+	for i, b := range mac {
+		a.addr_bytes[i] = C.uint8_t(b)
+	}
+	return errRC(p.op("set mac address"), C.rte_eth_dev_default_mac_addr_set(C.uint16_t(p), &a))
+}
+
 // Link is the link state.
 type Link struct {
 	SpeedMbps  uint32 // 0 when unknown

@@ -145,7 +145,11 @@ func New(spec Spec) (*Pipeline, error) {
 			for i, d := range dests {
 				txOf[d] = int16(i)
 			}
-			w.rt = newRouteStage(spec.Route, spec.rxBurst(), txOf)
+			var rx []rxSource
+			for _, r := range ws.Rx {
+				rx = append(rx, rxSource{port: r.Port, queue: r.Queue})
+			}
+			w.rt = newRouteStage(spec.Route, spec.rxBurst(), txOf, rx, len(spec.Workers))
 		}
 		targets := make([]dpdk.Queue, len(dests))
 		w.fs = newFlowStage(len(ws.Rx), len(dests), &spec.RoCE.TCMap)

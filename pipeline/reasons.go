@@ -30,6 +30,8 @@ const (
 	DropRouteDrop
 	DropForUs
 	DropNeighborUnresolved
+	DropPuntLimit
+	DropLinkLocal
 	NumReasons
 )
 
@@ -67,6 +69,8 @@ var Reasons = [NumReasons]ReasonInfo{
 	DropRouteDrop:          {"route_drop", "route", "matched a drop route"},
 	DropForUs:              {"for_us", "route", "addressed to one of the box's own addresses (for the kernel's exception path)"},
 	DropNeighborUnresolved: {"neighbor_unresolved", "route", "the next hop's (or a connected destination's) MAC address is not known"},
+	DropPuntLimit:          {"punt_limit", "route", "for the kernel's exception path, over its reason's [kernel] punt_rate"},
+	DropLinkLocal:          {"link_local", "route", "to an IPv6 link-local or multicast, or IPv4 multicast or broadcast address (for the kernel's exception path)"},
 }
 
 func (r Reason) String() string {

@@ -23,7 +23,18 @@ import (
 type RouteSpec struct {
 	V4, V6 *fib.Table // either may be nil
 	Plane  *routing.Plane
+	// Kernel maps a port to its exception path's TAP port: what the
+	// kernel handles is punted there, and what the TAP sends goes out
+	// of the port untouched.
+	Kernel map[uint16]uint16
+	// PuntRate is the punted packets per second allowed per reason, all
+	// workers together (0: no limit).
+	PuntRate int
 }
+
+// Punted is what routePass hands to the kernel, where there is an
+// exception path: these reasons stop being drops.
+var Punted = [...]Reason{DropARP, DropForUs, DropTTLExpired, DropIPOptions, DropNeighborUnresolved, DropLinkLocal}
 
 // Route classes: what the FIB decided for the packets it looked up.
 const (
@@ -60,18 +71,93 @@ type routeStage struct {
 	sub     burst    // one egress port's share of a split burst
 	subPkts []*dpdk.Mbuf
 	seenTx  []uint16
+	// The exception path, per rx source: the tx index of the TAP its
+	// punts go to, and for a TAP's own rx, the tx index of its port
+	// (-1: none).
+	kernelTx, fromKernel []int16
+	punt                 [NumReasons]punter
+}
+
+// punter is one reason's punts on this worker: a token bucket (tokens in
+// packets, refilled from the poll's clock) and the count.
+type punter struct {
+	on      bool
+	tokens  float64
+	last    int64
+	rate    float64 // per ns; 0: unlimited
+	burst   float64
+	punted  uint64
+	limited uint64
 }
 
 type adjCounts struct{ packets, bytes uint64 }
 
-func newRouteStage(spec *RouteSpec, n int, txOf []int16) *routeStage {
+func newRouteStage(spec *RouteSpec, n int, txOf []int16, rx []rxSource, workers int) *routeStage {
 	rs := &routeStage{v4: spec.V4, v6: spec.V6, txOf: txOf,
 		l3: make([]uint16, n), a4: make([]uint32, n), nh4: make([]uint32, n), j4: make([]uint16, n),
 		hi: make([]uint64, n), lo: make([]uint64, n), nh6: make([]uint32, n), j6: make([]uint16, n),
 		egress: make([]uint16, n), sub: newBurst(n), subPkts: make([]*dpdk.Mbuf, n), seenTx: make([]uint16, 0, len(txOf))}
 	rs.sub.pkts = nil
+	tx := func(port uint16) int16 {
+		if int(port) < len(txOf) {
+			return txOf[port]
+		}
+		return -1
+	}
+	for _, r := range rx {
+		k, f := int16(-1), int16(-1)
+		if tap, ok := spec.Kernel[r.port]; ok {
+			k = tx(tap)
+		}
+		for port, tap := range spec.Kernel {
+			if tap == r.port {
+				f = tx(port)
+			}
+		}
+		rs.kernelTx, rs.fromKernel = append(rs.kernelTx, k), append(rs.fromKernel, f)
+	}
+	for _, r := range Punted {
+		p := &rs.punt[r]
+		p.on = true
+		if spec.PuntRate > 0 {
+			// Each worker takes its share; a burst of a tenth of a second.
+			per := float64(spec.PuntRate) / float64(max(workers, 1))
+			p.rate, p.burst = per/1e9, max(per/10, 64)
+			p.tokens = p.burst
+		}
+	}
 	rs.setPlane(spec.Plane)
 	return rs
+}
+
+// drop drops packet j for reason, or punts it to the kernel when the
+// burst's port has an exception path and reason is one the kernel
+// handles, within the reason's rate.
+func (rs *routeStage) drop(b *burst, j int, reason Reason, now int64) {
+	k := rs.kernelTx[b.src]
+	p := &rs.punt[reason]
+	if k < 0 || !p.on {
+		b.drop(j, reason)
+		return
+	}
+	if p.rate > 0 {
+		if now > p.last {
+			p.tokens = min(p.burst, p.tokens+float64(now-p.last)*p.rate)
+			p.last = now
+		}
+		if p.tokens < 1 {
+			p.limited++
+			b.drop(j, DropPuntLimit)
+			return
+		}
+		p.tokens--
+	}
+	p.punted++
+	rs.egress[j] = uint16(k)
+	if int(k) != rs.firstTx {
+		rs.mixed = rs.mixed || rs.firstTx >= 0
+		rs.firstTx = int(k)
+	}
 }
 
 // setPlane installs a new Plane (between polls), keeping the adjacency
@@ -127,14 +213,14 @@ func (w *Worker) routePass(b *burst) {
 			switch et := binary.BigEndian.Uint16(f[12:]); {
 			case et == etherIPv4 && f[14] == 0x45:
 				h := f[14:34]
-				if tl := int(binary.BigEndian.Uint16(h[2:])); tl >= 20 && tl <= len(f)-14 &&
+				if tl := int(binary.BigEndian.Uint16(h[2:])); tl >= 20 && tl <= len(f)-14 && h[16] < 224 &&
 					binary.BigEndian.Uint16(h[6:])&0x3fff == 0 && h[8] > 1 && ipv4Sum(h) == 0xffff {
 					rs.l3[j] = 14
 					rs.a4[n4], rs.j4[n4] = binary.BigEndian.Uint32(h[16:]), uint16(j)
 					n4++
 					continue
 				}
-			case et == etherIPv6 && f[14]>>4 == 6 && f[21] > 1:
+			case et == etherIPv6 && f[14]>>4 == 6 && f[21] > 1 && f[38] < 0xfe:
 				rs.l3[j] = 14
 				rs.hi[n6], rs.lo[n6], rs.j6[n6] = binary.BigEndian.Uint64(f[38:]), binary.BigEndian.Uint64(f[46:]), uint16(j)
 				n6++
@@ -189,7 +275,11 @@ func (w *Worker) routeParse(b *burst, j int, f []byte) int {
 	switch et {
 	case etherIPv4:
 		if r := checkIPv4(f, l3); r != reasonNone {
-			b.drop(j, r)
+			rs.drop(b, j, r, w.now)
+			return 0
+		}
+		if f[l3+16] >= 224 { // multicast, or the broadcast address
+			rs.drop(b, j, DropLinkLocal, w.now)
 			return 0
 		}
 		if binary.BigEndian.Uint16(f[l3+6:])&0x3fff != 0 {
@@ -201,13 +291,17 @@ func (w *Worker) routeParse(b *burst, j int, f []byte) int {
 			b.drop(j, DropIPHeader)
 			return 0
 		}
+		if d := f[l3+24]; d == 0xff || d == 0xfe && f[l3+25]&0xc0 == 0x80 { // multicast, link-local
+			rs.drop(b, j, DropLinkLocal, w.now)
+			return 0
+		}
 		if f[l3+7] <= 1 {
-			b.drop(j, DropTTLExpired)
+			rs.drop(b, j, DropTTLExpired, w.now)
 			return 0
 		}
 		return 6
 	case etherARP:
-		b.drop(j, DropARP)
+		rs.drop(b, j, DropARP, w.now)
 	case roce.EtherTypeMACControl:
 		if l3 == 14 {
 			w.consumeMAC(b, j, f) // PFC and PAUSE are the port's
@@ -271,7 +365,6 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 	pl := rs.plane
 	paths, adjs, adjTx := pl.Paths, pl.Adjs, rs.adjTx
 	var single, ecmp uint64
-	first, mixed := rs.firstTx, rs.mixed
 	for k, v := range nh[:len(js)] {
 		j := int(js[k])
 		if int(v) >= len(paths) {
@@ -289,21 +382,21 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 			adj = pl.Buckets[p.First+w.flowHash(f, l3, v4)&p.Mask]
 			ecmp++
 		default:
-			b.drop(j, pathDrop[p.Kind&7])
+			rs.drop(b, j, pathDrop[p.Kind&7], w.now)
 			continue
 		}
 		tx := int(adjTx[adj])
 		if tx < 0 {
 			if tx == adjUnresolved {
-				b.drop(j, DropNeighborUnresolved)
+				rs.drop(b, j, DropNeighborUnresolved, w.now)
 			} else {
 				b.drop(j, DropNoRoute)
 			}
 			continue
 		}
-		if tx != first {
-			mixed = mixed || first >= 0
-			first = tx
+		if tx != rs.firstTx {
+			rs.mixed = rs.mixed || rs.firstTx >= 0
+			rs.firstTx = tx
 		}
 		copy(f[:12], adjs[adj].Hdr[:])
 		if v4 {
@@ -323,7 +416,6 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 	}
 	rs.class[RoutedForward] += single
 	rs.class[RoutedECMP] += ecmp
-	rs.firstTx, rs.mixed = first, mixed
 }
 
 // pathDrop is the reason a path that does not forward drops for.
@@ -429,6 +521,9 @@ func (p *Pipeline) SetPlane(pl *routing.Plane) error {
 type RouteStats struct {
 	Classes [NumRouteClasses]uint64
 	Adj     []AdjStats // by adjacency id
+	// Punts are the packets handed to the kernel per reason (those over
+	// the reason's rate are counted as the drop punt_limit).
+	Punts map[string]uint64
 }
 
 // AdjStats counts what went to one adjacency.
@@ -436,13 +531,16 @@ type AdjStats struct{ Packets, Bytes uint64 }
 
 // RouteStats snapshots every worker's routing counters.
 func (p *Pipeline) RouteStats() RouteStats {
-	var st RouteStats
+	st := RouteStats{Punts: map[string]uint64{}}
 	for _, w := range p.Workers {
 		if w.rt == nil {
 			continue
 		}
 		_ = w.do("routing counters", func() bool {
 			rs := w.rt
+			for _, r := range Punted {
+				st.Punts[r.String()] += rs.punt[r].punted
+			}
 			for i := range rs.class {
 				st.Classes[i] += rs.class[i]
 			}

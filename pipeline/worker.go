@@ -113,8 +113,8 @@ func (w *Worker) Poll() int {
 		w.c.busyCycles += tsc - w.lastTSC
 	}
 	w.lastTSC, w.lastBusy = tsc, total > 0
-	// QP ageing, the QoS stage and flow meters need the time.
-	if w.qs != nil || total > 0 && (w.rs != nil || len(w.fs.installed) > 0) {
+	// QP ageing, the QoS stage, flow meters and punt limits need the time.
+	if w.qs != nil || total > 0 && (w.rs != nil || w.rt != nil || len(w.fs.installed) > 0) {
 		w.now = w.clock.ns(tsc)
 	}
 	for i := range w.rx {
@@ -136,6 +136,13 @@ func (w *Worker) Poll() int {
 // handle takes a burst through the stages of the worker's mode, each a
 // pass over the whole burst, and disposes of it.
 func (w *Worker) handle(b *burst) {
+	if w.rt != nil && w.rt.fromKernel[b.src] >= 0 {
+		// What the kernel sends out of a port's exception path (ARP, ND,
+		// its own traffic, what it forwarded) leaves by the port as is.
+		b.tx = int(w.rt.fromKernel[b.src])
+		w.egress(b)
+		return
+	}
 	in := w.fs.in[b.src] // software flow tables, or nil
 	switch w.mode {
 	case ModeIO:

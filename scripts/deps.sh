@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs what roce-fwd needs from Debian packages, only when missing.
 #   deps.sh        build and run: DPDK 22.11 (libdpdk-dev, dpdk-dev), pkg-config
-#   deps.sh test   plus the test tools: tshark, python3-scapy
+#   deps.sh test   plus the test tools: tshark, python3-scapy, and for the
+#                  network namespace tests iproute2 and ping
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -eu
 
@@ -14,6 +15,8 @@ command -v gcc >/dev/null 2>&1 || add gcc
 if [ "${1:-}" = test ]; then
 	command -v tshark >/dev/null 2>&1 || add tshark
 	/usr/bin/python3 -c 'import scapy.contrib.roce' >/dev/null 2>&1 || add python3-scapy
+	command -v ip >/dev/null 2>&1 || add iproute2
+	command -v ping >/dev/null 2>&1 || add iputils-ping
 fi
 
 if [ -n "$pkgs" ]; then

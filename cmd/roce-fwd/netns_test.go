@@ -1,0 +1,201 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// netnsRig is roce-fwd between two hosts, each a network namespace with
+// its own kernel stack: host A — veth — roce-fwd — veth — host B, with
+// roce-fwd and its exception-path TAPs in a namespace of their own.
+type netnsRig struct {
+	t          *testing.T
+	a, b, r    string // namespaces
+	aIf, bIf   string // roce-fwd's ends of the veths
+	dir        string
+	daemon     *daemonRig
+	namespaces []string
+}
+
+// ns runs a command in a namespace and returns its output.
+func (n *netnsRig) ns(name string, args ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", name}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+func (n *netnsRig) must(name string, args ...string) {
+	n.t.Helper()
+	if out, err := n.ns(name, args...); err != nil {
+		n.t.Fatalf("%s: %v: %v\n%s", name, args, err, out)
+	}
+}
+
+// newNetnsRig makes the namespaces and veths, or skips the test where
+// that is not allowed.
+func newNetnsRig(t *testing.T) *netnsRig {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("iproute2's ip is not installed")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skip("no /dev/net/tun: the exception path's TAPs cannot be made")
+	}
+	id := os.Getpid() % 100000
+	n := &netnsRig{t: t, a: fmt.Sprintf("rfA%d", id), b: fmt.Sprintf("rfB%d", id), r: fmt.Sprintf("rfR%d", id),
+		aIf: fmt.Sprintf("rfa%d", id), bIf: fmt.Sprintf("rfb%d", id), dir: t.TempDir()}
+	t.Cleanup(n.cleanup)
+	for _, ns := range []string{n.a, n.b, n.r} {
+		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+			t.Skipf("cannot make network namespaces here: %v: %s", err, out)
+		}
+		n.namespaces = append(n.namespaces, ns)
+		n.must(ns, "ip", "link", "set", "lo", "up")
+	}
+	for _, side := range []struct{ host, ifc, addr, gw string }{
+		{n.a, n.aIf, "10.71.1.2/24", "10.71.1.1"},
+		{n.b, n.bIf, "10.71.2.2/24", "10.71.2.1"},
+	} {
+		if out, err := exec.Command("ip", "link", "add", "h0", "netns", side.host, "type", "veth", "peer", "name", side.ifc, "netns", n.r).CombinedOutput(); err != nil {
+			t.Fatalf("veth: %v: %s", err, out)
+		}
+		n.must(side.host, "ip", "addr", "add", side.addr, "dev", "h0")
+		n.must(side.host, "ip", "link", "set", "h0", "up")
+		n.must(side.host, "ip", "route", "add", "default", "via", side.gw)
+		n.must(n.r, "ip", "link", "set", side.ifc, "up")
+	}
+	// The kernel beside roce-fwd forwards what the data path punts to it
+	// while a neighbour is being resolved.
+	n.must(n.r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	return n
+}
+
+func (n *netnsRig) cleanup() {
+	if n.daemon != nil {
+		n.daemon.stop()
+	}
+	for _, ns := range n.namespaces {
+		exec.Command("ip", "netns", "del", ns).Run()
+	}
+}
+
+// start runs roce-fwd in its namespace with af_packet ports on the veths.
+func (n *netnsRig) start(mode string) {
+	t := n.t
+	r := &daemonRig{t: t, sock: filepath.Join(n.dir, "console.sock"), cfgPath: filepath.Join(n.dir, "rf.toml"),
+		prefix: fmt.Sprintf("rf-cmd-%d-netns", os.Getpid()), stderr: &syncBuffer{}}
+	r.writeConfig(fmt.Sprintf(`[eal]
+args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
+[[port]]
+name = "pa"
+vdev = "net_af_packet0,iface=%s"
+addresses = ["10.71.1.1/24"]
+[[port]]
+name = "pb"
+vdev = "net_af_packet1,iface=%s"
+addresses = ["10.71.2.1/24"]
+[pipeline]
+mode = %q
+[console]
+socket = %q
+history = ""
+`, r.prefix, n.aIf, n.bIf, mode, r.sock))
+	r.cmd = exec.Command("ip", "netns", "exec", n.r, binary, "run", "--config", r.cfgPath)
+	r.cmd.Stderr = r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.daemon = r
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(r.stderr.String(), "console listening") {
+		if time.Now().After(deadline) || r.cmd.ProcessState != nil {
+			t.Fatalf("daemon did not open its console:\n%s", r.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Host A pings host B through roce-fwd and roce-fwd's own address, with
+// no static MAC anywhere: the kernels resolve each other and roce-fwd
+// through its exception path, and roce-fwd learns their neighbours back
+// from its own kernel and then forwards in its data path.
+func TestNetnsPing(t *testing.T) {
+	n := newNetnsRig(t)
+	n.start("roce")
+	// The first ping waits for ARP on both sides.
+	var out string
+	var err error
+	for try := 0; try < 5; try++ {
+		if out, err = n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("ping host B: %v\n%s\n%s", err, out, n.daemon.stderr.String())
+	}
+	if out, err := n.ns(n.a, "ping", "-c", "2", "-W", "2", "10.71.1.1"); err != nil {
+		t.Fatalf("ping roce-fwd's own address: %v\n%s", err, out)
+	}
+	// A TTL that expires here: the kernel answers with ICMP time exceeded.
+	if out, _ := n.ns(n.a, "ping", "-c", "1", "-t", "1", "-W", "2", "10.71.2.2"); !strings.Contains(out, "Time to live exceeded") {
+		t.Errorf("ping -t 1: no time exceeded from roce-fwd:\n%s", out)
+	}
+	var neighbors []struct {
+		Port string `json:"port"`
+		IP   string `json:"ip"`
+		MAC  string `json:"mac"`
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n.daemon.consoleJSON(&neighbors, "show", "neighbors")
+		if len(neighbors) >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	learned := map[string]string{}
+	for _, nb := range neighbors {
+		learned[nb.Port+" "+nb.IP] = nb.MAC
+	}
+	if learned["pa 10.71.1.2"] == "" || learned["pb 10.71.2.2"] == "" {
+		t.Fatalf("neighbours learned from the kernel: %+v", neighbors)
+	}
+	// With both neighbours known, the data path forwards by itself.
+	before := n.routed()
+	if out, err := n.ns(n.a, "ping", "-c", "20", "-i", "0.01", "-W", "2", "10.71.2.2"); err != nil || !strings.Contains(out, " 0% packet loss") {
+		t.Fatalf("ping host B again: %v\n%s", err, out)
+	}
+	if got := n.routed() - before; got < 40 {
+		t.Errorf("the data path routed %d packets of 20 echo requests and their replies", got)
+	}
+	var f fwdJSON
+	n.daemon.consoleJSON(&f, "show", "fwd", "stats", "all")
+	t.Logf("drops %v", f.Drops)
+}
+
+// routed is the packets roce-fwd's data path routed to a next hop.
+func (n *netnsRig) routed() uint64 {
+	var fib struct {
+		Routes []struct {
+			Prefix string `json:"prefix"`
+			Via    []struct {
+				Packets uint64 `json:"packets"`
+			} `json:"via"`
+		} `json:"routes"`
+	}
+	n.daemon.consoleJSON(&fib, "show", "ip", "fib")
+	var total uint64
+	for _, r := range fib.Routes {
+		for _, h := range r.Via {
+			total += h.Packets
+		}
+	}
+	return total
+}

@@ -1,0 +1,56 @@
+package config
+
+import "strings"
+
+// Kernel is the exception path to the Linux kernel: for each routed port
+// that gets one, a TAP interface named after the port, with its MAC and
+// addresses, into which the data path punts what the kernel handles (ARP,
+// packets for the box, packets to a connected neighbour not yet known,
+// expiring TTLs, IPv4 options) and whose output leaves by the port. The
+// kernel's neighbour table is followed back.
+type Kernel struct {
+	// ExceptionPath is "auto" (ports with addresses that face a real
+	// wire: PCI devices and net_af_packet interfaces), "on" (every port
+	// with addresses) or "off".
+	ExceptionPath string `toml:"exception_path"`
+	// PuntRate is the punted packets per second allowed per reason, all
+	// workers together; the rest are dropped as punt_limit.
+	PuntRate int `toml:"punt_rate"`
+}
+
+func (k *Kernel) setDefaults() {
+	k.ExceptionPath = "auto"
+	k.PuntRate = 100000
+}
+
+// KernelPorts are the indices of the ports that get an exception path.
+func (c *Config) KernelPorts() []int {
+	var out []int
+	for i, p := range c.Ports {
+		if len(p.Addresses) == 0 {
+			continue
+		}
+		switch c.Kernel.ExceptionPath {
+		case "on":
+			out = append(out, i)
+		case "auto":
+			if p.PCI != "" || strings.HasPrefix(p.Vdev, "net_af_packet") || strings.HasPrefix(p.Vdev, "eth_af_packet") {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
+}
+
+func validateKernel(c *checker, cfg *Config) {
+	k := &cfg.Kernel
+	p := root.key("kernel")
+	oneOf(c, p.key("exception_path"), k.ExceptionPath, "auto", "on", "off")
+	c.intRange(p.key("punt_rate"), k.PuntRate, 0, 100_000_000)
+	for _, i := range cfg.KernelPorts() {
+		// The TAP interface takes the port's name.
+		if n := cfg.Ports[i].Name; len(n) > 15 {
+			c.errorf(root.key("port").index(i).key("name"), "%q is longer than 15 characters, the most a Linux interface name (its exception path's TAP) can have", n)
+		}
+	}
+}
