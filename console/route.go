@@ -129,7 +129,7 @@ func (s *Shell) showFIB(v4 bool, w []string, jsonOut bool) (string, error) {
 		for _, ri := range routes {
 			out = append(out, routeJSON{Prefix: ri.Prefix.String(), Source: ri.Source.String(), Kind: ri.Kind.String(), Via: hopsJSON(ri.Via, st)})
 		}
-		return asJSON(map[string]any{"routes": out, "fib": fs})
+		return asJSON(map[string]any{"routes": out, "fib": fs, "punts": st.Punts})
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -156,6 +156,15 @@ func (s *Shell) showFIB(v4 bool, w []string, jsonOut bool) (string, error) {
 	}
 	tw.Flush()
 	fmt.Fprintf(&b, "%d routes in the FIB; %d of %d groups used, %d MiB\n", fs.Routes, fs.GroupsUsed, fs.GroupsUsed+fs.GroupsFree+fs.GroupsPending, fs.Bytes>>20)
+	var punts []string
+	for _, r := range pipeline.Punted {
+		if n := st.Punts[r.String()]; n > 0 {
+			punts = append(punts, fmt.Sprintf("%s %d", r, n))
+		}
+	}
+	if len(punts) > 0 {
+		fmt.Fprintf(&b, "punted to the kernel: %s\n", strings.Join(punts, ", "))
+	}
 	return b.String(), nil
 }
 

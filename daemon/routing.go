@@ -183,6 +183,7 @@ func (d *Daemon) FIBStats() (v4, v6 fib.Stats) {
 
 // RouteReport is the routed path's state and counters.
 type RouteReport struct {
+	Punts   map[string]uint64    `json:"punts"`   // packets handed to the kernel per reason
 	Classes map[string]uint64    `json:"classes"` // packets per route class
 	FIB     map[string]fib.Stats `json:"fib"`     // per family
 	ECMP    []ECMPReport         `json:"ecmp"`
@@ -214,7 +215,7 @@ func (d *Daemon) routeReport() *RouteReport {
 		return nil
 	}
 	st := d.Pipe.RouteStats()
-	rr := &RouteReport{Classes: map[string]uint64{}, FIB: map[string]fib.Stats{}}
+	rr := &RouteReport{Classes: map[string]uint64{}, FIB: map[string]fib.Stats{}, Punts: st.Punts}
 	for i, n := range st.Classes {
 		rr.Classes[pipeline.RouteClassNames[i]] = n
 	}

@@ -75,7 +75,7 @@ type collector struct {
 	flowPackets, flowBytes, flowMeter, flowRules, flowBackend metric
 	flowInserted, flowFailures, flowNotApplicable             metric
 
-	routePackets, ecmpPackets, ecmpBytes, ecmpBuckets, fibRoutes, fibGroups, fibBytes metric
+	routePackets, ecmpPackets, ecmpBytes, ecmpBuckets, fibRoutes, fibGroups, fibBytes, puntPackets metric
 }
 
 // NewCollector returns a Prometheus collector that calls src once per
@@ -177,6 +177,7 @@ func NewCollector(src Source) prometheus.Collector {
 		fibRoutes:    gauge("fib_routes", "Routes in the FIB.", "family"),
 		fibGroups:    gauge("fib_groups", "FIB groups of 256 entries by state (used, free, pending reuse).", "family", "state"),
 		fibBytes:     gauge("fib_bytes", "Hugepage memory of the FIB.", "family"),
+		puntPackets:  counter("punt_packets_total", "Packets handed to the kernel through the exception path, by reason.", "reason"),
 	}
 }
 
@@ -196,7 +197,7 @@ func (c *collector) metrics() []metric {
 		c.qpSlots, c.qpBytes, c.qpUsed, c.qpFlows, c.qpInserts, c.qpEvictions, c.qpAged,
 		c.flowPackets, c.flowBytes, c.flowMeter, c.flowRules, c.flowBackend,
 		c.flowInserted, c.flowFailures, c.flowNotApplicable,
-		c.routePackets, c.ecmpPackets, c.ecmpBytes, c.ecmpBuckets, c.fibRoutes, c.fibGroups, c.fibBytes}
+		c.routePackets, c.ecmpPackets, c.ecmpBytes, c.ecmpBuckets, c.fibRoutes, c.fibGroups, c.fibBytes, c.puntPackets}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -218,6 +219,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if rr := r.Route; rr != nil {
 		for _, class := range pipeline.RouteClassNames {
 			u(c.routePackets, rr.Classes[class], class)
+		}
+		for _, reason := range pipeline.Punted {
+			u(c.puntPackets, rr.Punts[reason.String()], reason.String())
 		}
 		for _, g := range rr.ECMP {
 			for _, m := range g.Members {

@@ -177,7 +177,14 @@ func TestNetnsPing(t *testing.T) {
 	}
 	var f fwdJSON
 	n.daemon.consoleJSON(&f, "show", "fwd", "stats", "all")
-	t.Logf("drops %v", f.Drops)
+	var fib struct {
+		Punts map[string]uint64 `json:"punts"`
+	}
+	n.daemon.consoleJSON(&fib, "show", "ip", "fib")
+	t.Logf("drops %v, punts %v", f.Drops, fib.Punts)
+	if fib.Punts["arp"] == 0 || fib.Punts["for_us"] == 0 || fib.Punts["ttl_expired"] != 1 {
+		t.Errorf("punts %v: want ARP, the pings of roce-fwd's address, one expired TTL", fib.Punts)
+	}
 }
 
 // routed is the packets roce-fwd's data path routed to a next hop.
