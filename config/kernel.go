@@ -16,11 +16,18 @@ type Kernel struct {
 	// PuntRate is the punted packets per second allowed per reason, all
 	// workers together; the rest are dropped as punt_limit.
 	PuntRate int `toml:"punt_rate"`
+	// Routes follows the kernel's routing table Table (254: main) through
+	// the exception-path interfaces: what a routing daemon such as FRR
+	// installs there (multipath routes as ECMP groups) is routed in the
+	// data path.
+	Routes bool `toml:"routes"`
+	Table  int  `toml:"table"`
 }
 
 func (k *Kernel) setDefaults() {
 	k.ExceptionPath = "auto"
 	k.PuntRate = 100000
+	k.Table = 254
 }
 
 // KernelPorts are the indices of the ports that get an exception path.
@@ -47,6 +54,10 @@ func validateKernel(c *checker, cfg *Config) {
 	p := root.key("kernel")
 	oneOf(c, p.key("exception_path"), k.ExceptionPath, "auto", "on", "off")
 	c.intRange(p.key("punt_rate"), k.PuntRate, 0, 100_000_000)
+	c.intRange(p.key("table"), k.Table, 1, 1<<31-1)
+	if k.Routes && len(cfg.KernelPorts()) == 0 {
+		c.errorf(p.key("routes"), "no port has an exception path to follow the kernel's routes through (ports with addresses; see exception_path)")
+	}
 	for _, i := range cfg.KernelPorts() {
 		// The TAP interface takes the port's name.
 		if n := cfg.Ports[i].Name; len(n) > 15 {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"runtime"
 	"slices"
 	"sync"
@@ -58,8 +59,9 @@ type Daemon struct {
 	pfcPools []*dpdk.Mempool
 	evStop   chan struct{}
 	evDone   chan struct{}
-	route    *routed    // nil unless the config routes (routing.go)
-	mu       sync.Mutex // serialises the control operations (control.go)
+	route    *routed               // nil unless the config routes (routing.go)
+	resync   map[netip.Prefix]bool // kernel route prefixes seen by a resync under way (kernel.go)
+	mu       sync.Mutex            // serialises the control operations (control.go)
 	base     baseline
 }
 

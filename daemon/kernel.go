@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"roce-fwd/config"
 	"roce-fwd/linuxcp"
@@ -97,6 +98,12 @@ func (d *Daemon) followKernel(ifcs []linuxcp.Interface) error {
 		return err
 	}
 	d.route.stop = cancel
+	if d.Cfg.Kernel.Routes {
+		if err := d.followKernelRoutes(ctx, ifcs); err != nil {
+			cancel()
+			return err
+		}
+	}
 	go func() {
 		for {
 			select {
@@ -126,4 +133,111 @@ func (d *Daemon) followKernel(ifcs []linuxcp.Interface) error {
 // exception paths.
 func kernelRouteSpec(rs *pipeline.RouteSpec, cfg *config.Config, taps map[uint16]uint16) {
 	rs.Kernel, rs.PuntRate = taps, cfg.Kernel.PuntRate
+}
+
+// followKernelRoutes keeps the router's kernel routes in step with the
+// kernel's table. Changes are applied in batches (what arrived within a
+// few milliseconds, at most routeBatch), each one publish to the workers:
+// a routing daemon converging sends tens of thousands at once.
+func (d *Daemon) followKernelRoutes(ctx context.Context, ifcs []linuxcp.Interface) error {
+	changes := make(chan linuxcp.RouteChange, 1<<16)
+	go func() {
+		const routeBatch = 20000
+		for {
+			var batch []linuxcp.RouteChange
+			select {
+			case <-ctx.Done():
+				return
+			case c := <-changes:
+				batch = append(batch, c)
+			}
+			deadline := time.After(5 * time.Millisecond)
+		more:
+			for len(batch) < routeBatch {
+				select {
+				case c := <-changes:
+					batch = append(batch, c)
+				case <-deadline:
+					break more
+				case <-ctx.Done():
+					return
+				}
+			}
+			d.applyKernelRoutes(batch)
+		}
+	}()
+	err := linuxcp.FollowRoutes(ctx, ifcs, d.Cfg.Kernel.Table, func(c linuxcp.RouteChange) {
+		select {
+		case changes <- c:
+		case <-ctx.Done():
+		}
+	}, func(err error) { d.log.Warn("kernel routes", "err", err) })
+	if err != nil {
+		return err
+	}
+	d.log.Info("following the kernel's routes", "table", d.Cfg.Kernel.Table)
+	return nil
+}
+
+// applyKernelRoutes applies a batch of kernel route changes, the last
+// change of each prefix winning. During a resync (after lost
+// notifications) it notes the prefixes the dump has, and at its end
+// removes the kernel routes the dump did not have.
+func (d *Daemon) applyKernelRoutes(batch []linuxcp.RouteChange) {
+	last := map[netip.Prefix]linuxcp.RouteChange{}
+	var order []netip.Prefix
+	var stale []netip.Prefix
+	for _, c := range batch {
+		switch {
+		case c.Resync:
+			d.resync = map[netip.Prefix]bool{}
+			continue
+		case c.Synced:
+			d.mu.Lock()
+			if d.route != nil && d.resync != nil {
+				for _, v4 := range []bool{true, false} {
+					for _, ri := range d.route.router.Routes(v4, netip.Prefix{}) {
+						if ri.Source == routing.Kernel && !d.resync[ri.Prefix] {
+							stale = append(stale, ri.Prefix)
+						}
+					}
+				}
+			}
+			d.resync = nil
+			d.mu.Unlock()
+			continue
+		}
+		if d.resync != nil {
+			d.resync[c.Prefix] = true
+		}
+		if _, seen := last[c.Prefix]; !seen {
+			order = append(order, c.Prefix)
+		}
+		last[c.Prefix] = c
+	}
+	var add []routing.Route
+	del := stale
+	for _, p := range order {
+		c := last[p]
+		switch {
+		case c.Gone:
+			del = append(del, p)
+		case c.Blackhole:
+			add = append(add, routing.Route{Prefix: p, Kind: routing.PathDrop})
+		default:
+			rt := routing.Route{Prefix: p, Kind: routing.PathForward}
+			for _, h := range c.Hops {
+				rt.Via = append(rt.Via, routing.NextHop{Port: h.Port, Gateway: h.Gateway, Weight: min(h.Weight, 256)})
+			}
+			add = append(add, rt)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.route == nil {
+		return
+	}
+	if err := d.route.router.SyncKernel(add, del); err != nil {
+		d.log.Warn("kernel routes", "err", err)
+	}
 }

@@ -99,9 +99,12 @@ const (
 	Connected               // a port address's subnet
 	Address                 // a port address itself
 	Neighbor                // a neighbour's host route
+	Kernel                  // followed from the kernel's routing table
 )
 
-func (s Source) String() string { return [...]string{"static", "connected", "local", "neighbor"}[s] }
+func (s Source) String() string {
+	return [...]string{"static", "connected", "local", "neighbor", "kernel"}[s]
+}
 
 // Settings are the [routing] options.
 type Settings struct {
@@ -196,6 +199,36 @@ func (r *Router) AddRoutes(routes []Route) error {
 		rs[i] = route{r: rt, source: Static}
 	}
 	return r.apply(rs, nil)
+}
+
+// SyncKernel applies a batch of changes to the routes followed from the
+// kernel, with one publish: add installs or replaces, del removes. A
+// prefix that has a route of another source is left to it; a route that
+// fails the checks (a gateway on no port's subnet) is skipped and
+// reported in the error, the rest applied.
+func (r *Router) SyncKernel(add []Route, del []netip.Prefix) error {
+	var rs []route
+	var errs []error
+	for _, rt := range add {
+		if err := r.check(&rt); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if old, ok := r.routes[rt.Prefix]; ok && old.source != Kernel {
+			continue
+		}
+		rs = append(rs, route{r: rt, source: Kernel})
+	}
+	var ds []netip.Prefix
+	for _, p := range del {
+		if old, ok := r.routes[p.Masked()]; ok && old.source == Kernel {
+			ds = append(ds, p)
+		}
+	}
+	if err := r.apply(rs, ds); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // DeleteRoutes removes static routes.

@@ -87,7 +87,7 @@ func (n *netnsRig) cleanup() {
 }
 
 // start runs roce-fwd in its namespace with af_packet ports on the veths.
-func (n *netnsRig) start(mode string) {
+func (n *netnsRig) start(mode string, extra ...string) {
 	t := n.t
 	r := &daemonRig{t: t, sock: filepath.Join(n.dir, "console.sock"), cfgPath: filepath.Join(n.dir, "rf.toml"),
 		prefix: fmt.Sprintf("rf-cmd-%d-netns", os.Getpid()), stderr: &syncBuffer{}}
@@ -106,7 +106,8 @@ mode = %q
 [console]
 socket = %q
 history = ""
-`, r.prefix, n.aIf, n.bIf, mode, r.sock))
+%s
+`, r.prefix, n.aIf, n.bIf, mode, r.sock, strings.Join(extra, "\n")))
 	r.cmd = exec.Command("ip", "netns", "exec", n.r, binary, "run", "--config", r.cfgPath)
 	r.cmd.Stderr = r.stderr
 	if err := r.cmd.Start(); err != nil {
@@ -205,4 +206,87 @@ func (n *netnsRig) routed() uint64 {
 		}
 	}
 	return total
+}
+
+// Routes a routing daemon puts in the kernel beside roce-fwd (here, ip
+// route) are routed in its data path: a route via host B, then the same
+// prefix over two gateways (an ECMP group), a withdrawal, and 100k routes
+// at once while host A pings through.
+func TestNetnsKernelRoutes(t *testing.T) {
+	n := newNetnsRig(t)
+	n.must(n.b, "ip", "addr", "add", "10.99.0.1/32", "dev", "lo")
+	n.must(n.b, "ip", "addr", "add", "10.71.2.3/24", "dev", "h0")
+	n.start("io", "[kernel]", "routes = true")
+	for try := 0; try < 5; try++ { // ARP on both sides first
+		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
+			break
+		}
+	}
+	var fib struct {
+		Routes []struct {
+			Prefix string `json:"prefix"`
+			Source string `json:"source"`
+			Kind   string `json:"kind"`
+			Via    []struct {
+				Gateway string `json:"gateway"`
+				Packets uint64 `json:"packets"`
+			} `json:"via"`
+		} `json:"routes"`
+		FIB struct {
+			Routes int `json:"Routes"`
+		} `json:"fib"`
+	}
+	waitFIB := func(addr string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			n.daemon.consoleJSON(&fib, "show", "ip", "fib", addr)
+			if ok() {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("show ip fib %s: %+v", addr, fib.Routes)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	n.must(n.r, "ip", "route", "add", "10.99.0.0/16", "via", "10.71.2.2")
+	waitFIB("10.99.0.1", func() bool {
+		return len(fib.Routes) == 1 && fib.Routes[0].Source == "kernel" && fib.Routes[0].Prefix == "10.99.0.0/16"
+	})
+	if out, err := n.ns(n.a, "ping", "-c", "3", "-i", "0.1", "-W", "2", "10.99.0.1"); err != nil {
+		t.Fatalf("ping over the kernel's route: %v\n%s", err, out)
+	}
+	// The same prefix over two gateways: an ECMP group.
+	n.must(n.r, "ip", "route", "replace", "10.99.0.0/16", "nexthop", "via", "10.71.2.2", "nexthop", "via", "10.71.2.3")
+	waitFIB("10.99.0.1", func() bool {
+		return len(fib.Routes) == 1 && fib.Routes[0].Kind == "ecmp" && len(fib.Routes[0].Via) == 2
+	})
+	// 100k routes at once, with traffic through.
+	var batch strings.Builder
+	for i := 0; i < 100000; i++ {
+		fmt.Fprintf(&batch, "route add %d.%d.%d.0/24 via 10.71.2.2\n", 11+i>>16, i>>8&255, i&255)
+	}
+	script := filepath.Join(n.dir, "routes.batch")
+	if err := os.WriteFile(script, []byte(batch.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ping := exec.Command("ip", "netns", "exec", n.a, "ping", "-c", "200", "-i", "0.01", "-W", "2", "10.99.0.1")
+	var pingOut strings.Builder
+	ping.Stdout = &pingOut
+	if err := ping.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	n.must(n.r, "ip", "-batch", script)
+	waitFIB("12.134.159.1", func() bool { return len(fib.Routes) == 1 && fib.Routes[0].Prefix == "12.134.159.0/24" })
+	learned := time.Since(start)
+	n.daemon.consoleJSON(&fib, "show", "ip", "fib", "10.99.0.1")
+	t.Logf("100000 kernel routes learned in %v (%d routes in the FIB)", learned.Round(time.Millisecond), fib.FIB.Routes)
+	if err := ping.Wait(); err != nil || !strings.Contains(pingOut.String(), " 0% packet loss") {
+		t.Errorf("ping during the route burst: %v\n%s", err, pingOut.String())
+	}
+	// A withdrawal: the prefix is gone from the FIB.
+	n.must(n.r, "ip", "route", "del", "10.99.0.0/16")
+	waitFIB("10.99.0.1", func() bool { return len(fib.Routes) == 0 })
 }
