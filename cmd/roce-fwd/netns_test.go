@@ -290,3 +290,147 @@ func TestNetnsKernelRoutes(t *testing.T) {
 	n.must(n.r, "ip", "route", "del", "10.99.0.0/16")
 	waitFIB("10.99.0.1", func() bool { return len(fib.Routes) == 0 })
 }
+
+// frr runs one FRR daemon in a namespace in the foreground, stopped when
+// the test ends; its vty socket is in dir.
+func (n *netnsRig) frr(ns, daemon, dir, conf string, args ...string) {
+	t := n.t
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o777) // FRR drops to its own user
+	cfg := filepath.Join(dir, daemon+".conf")
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	argv := append([]string{"netns", "exec", ns, "/usr/lib/frr/" + daemon, "-P", "0",
+		"--vty_socket", dir, "-i", filepath.Join(dir, daemon+".pid"), "-f", cfg,
+		"--log", "file:" + filepath.Join(dir, daemon+".log")}, args...)
+	cmd := exec.Command("ip", argv...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		// FRR keeps a directory per process for its crash logs ("ip netns
+		// exec" execs the daemon: same pid).
+		os.RemoveAll(fmt.Sprintf("/var/tmp/frr/%s.%d", daemon, cmd.Process.Pid))
+	})
+}
+
+// BGP through the exception path: FRR beside roce-fwd (zebra and bgpd
+// in roce-fwd's namespace) peers with two BGP speakers on host B over
+// roce-fwd's port; the prefix they announce reaches roce-fwd's FIB
+// through the kernel, as an ECMP group of both, traffic from host A
+// follows it, and a withdrawal takes it away.
+func TestNetnsBGP(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/frr/bgpd"); err != nil {
+		t.Skip("FRR is not installed (Debian package frr)")
+	}
+	n := newNetnsRig(t)
+	n.must(n.b, "ip", "addr", "add", "10.99.0.1/32", "dev", "lo")
+	n.must(n.b, "ip", "addr", "add", "10.71.2.3/24", "dev", "h0")
+	n.start("io", "[kernel]", "routes = true")
+	for try := 0; try < 5; try++ {
+		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
+			break
+		}
+	}
+	// FRR keeps per-process directories in /var/tmp/frr: removed with
+	// the daemons, and the directory too if the test made it.
+	if _, err := os.Stat("/var/tmp/frr"); os.IsNotExist(err) {
+		t.Cleanup(func() { os.Remove("/var/tmp/frr") })
+	}
+	// FRR runs as its own user: its files go where it can reach them.
+	frrDir, err := os.MkdirTemp("", "rf-frr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(frrDir, 0o755)
+	t.Cleanup(func() { os.RemoveAll(frrDir) })
+	n.dir = frrDir
+	zsock := filepath.Join(n.dir, "frr-r", "zserv.api")
+	n.frr(n.r, "zebra", filepath.Join(n.dir, "frr-r"), "hostname rf\n", "-z", zsock)
+	n.frr(n.r, "bgpd", filepath.Join(n.dir, "frr-r"), `hostname rf
+router bgp 65001
+ bgp router-id 10.71.2.1
+ no bgp ebgp-requires-policy
+ neighbor 10.71.2.2 remote-as 65002
+ neighbor 10.71.2.2 timers connect 1
+ neighbor 10.71.2.3 remote-as 65002
+ neighbor 10.71.2.3 timers connect 1
+ address-family ipv4 unicast
+  maximum-paths 4
+ exit-address-family
+`, "-z", zsock)
+	speaker := func(addr string) string {
+		dir := filepath.Join(n.dir, "frr-b-"+addr)
+		n.frr(n.b, "bgpd", dir, fmt.Sprintf(`hostname b
+router bgp 65002
+ bgp router-id %s
+ no bgp ebgp-requires-policy
+ no bgp network import-check
+ neighbor 10.71.2.1 remote-as 65001
+ neighbor 10.71.2.1 update-source %s
+ neighbor 10.71.2.1 timers connect 1
+ address-family ipv4 unicast
+  network 10.99.0.0/16
+ exit-address-family
+`, addr, addr), "-Z", "-n", "-l", addr)
+		return dir
+	}
+	b1 := speaker("10.71.2.2")
+	speaker("10.71.2.3")
+	var fib struct {
+		Routes []struct {
+			Prefix string `json:"prefix"`
+			Source string `json:"source"`
+			Kind   string `json:"kind"`
+			Via    []struct {
+				Gateway string `json:"gateway"`
+			} `json:"via"`
+		} `json:"routes"`
+	}
+	wait := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			n.daemon.consoleJSON(&fib, "show", "ip", "fib", "10.99.0.1")
+			if ok() {
+				return
+			}
+			if time.Now().After(deadline) {
+				out, _ := n.ns(n.r, "ip", "route", "show", "10.99.0.0/16")
+				summary, _ := n.ns(n.r, "vtysh", "--vty_socket", filepath.Join(n.dir, "frr-r"), "-c", "show bgp summary")
+				log, _ := os.ReadFile(filepath.Join(n.dir, "frr-r", "bgpd.log"))
+				zlog, _ := os.ReadFile(filepath.Join(n.dir, "frr-r", "zebra.log"))
+				log = append(log, zlog...)
+				t.Fatalf("%s: show ip fib 10.99.0.1: %+v; the kernel has: %s\nFRR beside roce-fwd:\n%s\n%s", what, fib.Routes, out, summary, log)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	wait("the announcement, over both sessions", func() bool {
+		return len(fib.Routes) == 1 && fib.Routes[0].Source == "kernel" && fib.Routes[0].Kind == "ecmp" && len(fib.Routes[0].Via) == 2
+	})
+	if out, err := n.ns(n.a, "ping", "-c", "5", "-i", "0.1", "-W", "2", "10.99.0.1"); err != nil {
+		t.Fatalf("ping the announced prefix: %v\n%s", err, out)
+	}
+	// One speaker withdraws: one next hop left; the other too: gone.
+	vtysh := func(dir string, cmds ...string) {
+		t.Helper()
+		args := []string{"netns", "exec", n.b, "vtysh", "--vty_socket", dir, "-d", "bgpd"}
+		for _, c := range cmds {
+			args = append(args, "-c", c)
+		}
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("vtysh %v: %v\n%s", cmds, err, out)
+		}
+	}
+	vtysh(b1, "configure terminal", "router bgp 65002", "address-family ipv4 unicast", "no network 10.99.0.0/16")
+	wait("one speaker's withdrawal", func() bool {
+		return len(fib.Routes) == 1 && fib.Routes[0].Kind == "forward" && fib.Routes[0].Via[0].Gateway == "10.71.2.3"
+	})
+}
