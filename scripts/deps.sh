@@ -2,7 +2,7 @@
 # Installs what roce-fwd needs from Debian packages, only when missing.
 #   deps.sh        build and run: DPDK 22.11 (libdpdk-dev, dpdk-dev), pkg-config
 #   deps.sh test   plus the test tools: tshark, python3-scapy, and for the
-#                  network namespace tests iproute2 and ping
+#                  network namespace tests iproute2, ping and FRR
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -eu
 
@@ -17,6 +17,7 @@ if [ "${1:-}" = test ]; then
 	/usr/bin/python3 -c 'import scapy.contrib.roce' >/dev/null 2>&1 || add python3-scapy
 	command -v ip >/dev/null 2>&1 || add iproute2
 	command -v ping >/dev/null 2>&1 || add iputils-ping
+	[ -x /usr/lib/frr/bgpd ] || add frr
 fi
 
 if [ -n "$pkgs" ]; then
