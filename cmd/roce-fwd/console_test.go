@@ -87,6 +87,15 @@ func startDaemon(t *testing.T, metrics, extra string) *daemonRig {
 		prefix: fmt.Sprintf("rf-con-%d-%s", os.Getpid(), t.Name()), stderr: &syncBuffer{}}
 	r.writeConfig(rigConfig(r.prefix, pcap, r.sock, metrics, extra))
 	r.cmd = exec.Command(binary, "run", "--config", r.cfgPath)
+	r.launch()
+	return r
+}
+
+// launch starts r.cmd, stops it when the test ends, and waits until its
+// console listens.
+func (r *daemonRig) launch() {
+	t := r.t
+	t.Helper()
 	r.cmd.Stderr = r.stderr
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -99,7 +108,6 @@ func startDaemon(t *testing.T, metrics, extra string) *daemonRig {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return r
 }
 
 func (r *daemonRig) writeConfig(s string) {

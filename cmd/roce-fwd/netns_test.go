@@ -109,18 +109,8 @@ history = ""
 %s
 `, r.prefix, n.aIf, n.bIf, mode, r.sock, strings.Join(extra, "\n")))
 	r.cmd = exec.Command("ip", "netns", "exec", n.r, binary, "run", "--config", r.cfgPath)
-	r.cmd.Stderr = r.stderr
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	r.launch()
 	n.daemon = r
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(r.stderr.String(), "console listening") {
-		if time.Now().After(deadline) || r.cmd.ProcessState != nil {
-			t.Fatalf("daemon did not open its console:\n%s", r.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // Host A pings host B through roce-fwd and roce-fwd's own address, with

@@ -107,18 +107,7 @@ func startOffloadDaemon(t *testing.T, config func(ealArgs, sock string) string, 
 		prefix: fmt.Sprintf("rf-cmd-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-")), stderr: &syncBuffer{}}
 	r.writeConfig(config(ealArgs(t), r.sock))
 	r.cmd = exec.Command(binary, append([]string{"run", "--config", r.cfgPath}, flags...)...)
-	r.cmd.Stderr = r.stderr
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(r.stderr.String(), "console listening") {
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon did not open its console:\n%s", r.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.launch()
 	return r
 }
 

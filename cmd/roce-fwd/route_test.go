@@ -278,18 +278,7 @@ history = ""
 `, r.prefix, in, r.sock)
 	r.writeConfig(cfgText)
 	r.cmd = exec.Command(binary, "run", "--config", r.cfgPath)
-	r.cmd.Stderr = r.stderr
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(r.stderr.String(), "console listening") {
-		if time.Now().After(deadline) || r.cmd.ProcessState != nil {
-			t.Fatalf("daemon did not open its console:\n%s", r.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.launch()
 	type member struct {
 		Port    string `json:"port"`
 		Packets uint64 `json:"packets"`
