@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,9 +61,9 @@ func newNetnsRig(t *testing.T) *netnsRig {
 		n.namespaces = append(n.namespaces, ns)
 		n.must(ns, "ip", "link", "set", "lo", "up")
 	}
-	for _, side := range []struct{ host, ifc, addr, gw string }{
-		{n.a, n.aIf, "10.71.1.2/24", "10.71.1.1"},
-		{n.b, n.bIf, "10.71.2.2/24", "10.71.2.1"},
+	for _, side := range []struct{ host, ifc, addr, gw, addr6, gw6 string }{
+		{n.a, n.aIf, "10.71.1.2/24", "10.71.1.1", "fd71:1::2/64", "fd71:1::1"},
+		{n.b, n.bIf, "10.71.2.2/24", "10.71.2.1", "fd71:2::2/64", "fd71:2::1"},
 	} {
 		if out, err := exec.Command("ip", "link", "add", "h0", "netns", side.host, "type", "veth", "peer", "name", side.ifc, "netns", n.r).CombinedOutput(); err != nil {
 			t.Fatalf("veth: %v: %s", err, out)
@@ -69,11 +71,13 @@ func newNetnsRig(t *testing.T) *netnsRig {
 		n.must(side.host, "ip", "addr", "add", side.addr, "dev", "h0")
 		n.must(side.host, "ip", "link", "set", "h0", "up")
 		n.must(side.host, "ip", "route", "add", "default", "via", side.gw)
+		n.must(side.host, "ip", "addr", "add", side.addr6, "dev", "h0", "nodad")
+		n.must(side.host, "ip", "-6", "route", "add", "default", "via", side.gw6)
 		n.must(n.r, "ip", "link", "set", side.ifc, "up")
 	}
 	// The kernel beside roce-fwd forwards what the data path punts to it
 	// while a neighbour is being resolved.
-	n.must(n.r, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	n.must(n.r, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
 	return n
 }
 
@@ -96,11 +100,11 @@ args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--fil
 [[port]]
 name = "pa"
 vdev = "net_af_packet0,iface=%s"
-addresses = ["10.71.1.1/24"]
+addresses = ["10.71.1.1/24", "fd71:1::1/64"]
 [[port]]
 name = "pb"
 vdev = "net_af_packet1,iface=%s"
-addresses = ["10.71.2.1/24"]
+addresses = ["10.71.2.1/24", "fd71:2::1/64"]
 [pipeline]
 mode = %q
 [console]
@@ -113,8 +117,8 @@ history = ""
 	n.daemon = r
 }
 
-// Host A pings host B through roce-fwd and roce-fwd's own address, with
-// no static MAC anywhere: the kernels resolve each other and roce-fwd
+// Host A pings host B through roce-fwd and roce-fwd's own address, over
+// IPv4 and IPv6, with no static MAC anywhere: the kernels resolve each other and roce-fwd
 // through its exception path, and roce-fwd learns their neighbours back
 // from its own kernel and then forwards in its data path.
 func TestNetnsPing(t *testing.T) {
@@ -134,6 +138,18 @@ func TestNetnsPing(t *testing.T) {
 	if out, err := n.ns(n.a, "ping", "-c", "2", "-W", "2", "10.71.1.1"); err != nil {
 		t.Fatalf("ping roce-fwd's own address: %v\n%s", err, out)
 	}
+	// IPv6: neighbour discovery through the exception path too.
+	for try := 0; try < 5; try++ {
+		if out, err = n.ns(n.a, "ping", "-6", "-c", "1", "-W", "2", "fd71:2::2"); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("ping -6 host B: %v\n%s", err, out)
+	}
+	if out, err := n.ns(n.a, "ping", "-6", "-c", "2", "-W", "2", "fd71:1::1"); err != nil {
+		t.Fatalf("ping -6 roce-fwd's own address: %v\n%s", err, out)
+	}
 	// A TTL that expires here: the kernel answers with ICMP time exceeded.
 	if out, _ := n.ns(n.a, "ping", "-c", "1", "-t", "1", "-W", "2", "10.71.2.2"); !strings.Contains(out, "Time to live exceeded") {
 		t.Errorf("ping -t 1: no time exceeded from roce-fwd:\n%s", out)
@@ -146,7 +162,7 @@ func TestNetnsPing(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		n.daemon.consoleJSON(&neighbors, "show", "neighbors")
-		if len(neighbors) >= 2 || time.Now().After(deadline) {
+		if len(neighbors) >= 4 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -155,7 +171,7 @@ func TestNetnsPing(t *testing.T) {
 	for _, nb := range neighbors {
 		learned[nb.Port+" "+nb.IP] = nb.MAC
 	}
-	if learned["pa 10.71.1.2"] == "" || learned["pb 10.71.2.2"] == "" {
+	if learned["pa 10.71.1.2"] == "" || learned["pb 10.71.2.2"] == "" || learned["pa fd71:1::2"] == "" || learned["pb fd71:2::2"] == "" {
 		t.Fatalf("neighbours learned from the kernel: %+v", neighbors)
 	}
 	// With both neighbours known, the data path forwards by itself.
@@ -163,8 +179,11 @@ func TestNetnsPing(t *testing.T) {
 	if out, err := n.ns(n.a, "ping", "-c", "20", "-i", "0.01", "-W", "2", "10.71.2.2"); err != nil || !strings.Contains(out, " 0% packet loss") {
 		t.Fatalf("ping host B again: %v\n%s", err, out)
 	}
-	if got := n.routed() - before; got < 40 {
-		t.Errorf("the data path routed %d packets of 20 echo requests and their replies", got)
+	if out, err := n.ns(n.a, "ping", "-6", "-c", "20", "-i", "0.01", "-W", "2", "fd71:2::2"); err != nil || !strings.Contains(out, " 0% packet loss") {
+		t.Fatalf("ping -6 host B again: %v\n%s", err, out)
+	}
+	if got := n.routed() - before; got < 80 {
+		t.Errorf("the data path routed %d packets of 40 echo requests and their replies", got)
 	}
 	var f fwdJSON
 	n.daemon.consoleJSON(&f, "show", "fwd", "stats", "all")
@@ -188,11 +207,13 @@ func (n *netnsRig) routed() uint64 {
 			} `json:"via"`
 		} `json:"routes"`
 	}
-	n.daemon.consoleJSON(&fib, "show", "ip", "fib")
 	var total uint64
-	for _, r := range fib.Routes {
-		for _, h := range r.Via {
-			total += h.Packets
+	for _, family := range []string{"ip", "ipv6"} {
+		n.daemon.consoleJSON(&fib, "show", family, "fib")
+		for _, r := range fib.Routes {
+			for _, h := range r.Via {
+				total += h.Packets
+			}
 		}
 	}
 	return total
@@ -423,4 +444,65 @@ router bgp 65002
 	wait("one speaker's withdrawal", func() bool {
 		return len(fib.Routes) == 1 && fib.Routes[0].Kind == "forward" && fib.Routes[0].Via[0].Gateway == "10.71.2.3"
 	})
+}
+
+// RoCEv2 from host A (scapy, real ICRCs) reaches host B through roce-fwd
+// in roce mode, every frame as a router should leave it: TTL one less,
+// MACs those of roce-fwd's port and host B, DSCP and ECN as sent, the
+// ICRC still valid (scapy recomputes it).
+func TestNetnsRoCE(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import scapy.contrib.roce").Run(); err != nil {
+		t.Skip("python3-scapy is not installed")
+	}
+	n := newNetnsRig(t)
+	n.start("roce")
+	for try := 0; try < 5; try++ {
+		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
+			break
+		}
+	}
+	neigh, _ := n.ns(n.a, "ip", "neigh", "show", "10.71.1.1")
+	f := strings.Fields(neigh)
+	i := slices.Index(f, "lladdr")
+	if i < 0 || i+1 >= len(f) {
+		t.Fatalf("host A has no MAC for its gateway: %q", neigh)
+	}
+	gwMAC := f[i+1]
+	portMAC, _ := n.ns(n.r, "cat", "/sys/class/net/"+n.bIf+"/address")
+	hostMAC, _ := n.ns(n.b, "cat", "/sys/class/net/h0/address")
+	script := filepath.Join("testdata", "netns_roce.py")
+	out := filepath.Join(n.dir, "b.pcap")
+	const frames = 200
+	recv := exec.Command("ip", "netns", "exec", n.b, "/usr/bin/python3", script, "recv", "h0", out, fmt.Sprint(frames), "10")
+	var recvErr strings.Builder
+	recv.Stderr = &recvErr
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // scapy's sniffer starts
+	if out, err := n.ns(n.a, "/usr/bin/python3", script, "send", "h0", gwMAC, "10.71.1.2", "10.71.2.2", fmt.Sprint(frames)); err != nil {
+		t.Fatalf("send: %v\n%s", err, out)
+	}
+	if err := recv.Wait(); err != nil {
+		t.Fatalf("recv: %v\n%s", err, recvErr.String())
+	}
+	got := scapyFrames(t, "describe", out)[0]
+	if len(got) != frames {
+		t.Fatalf("host B saw %d RoCEv2 frames of %d", len(got), frames)
+	}
+	for i, f := range got {
+		b := f.bytes(t)
+		if mac := net.HardwareAddr(b[6:12]).String(); mac != strings.TrimSpace(portMAC) {
+			t.Fatalf("frame %d: source MAC %s, want roce-fwd's port %s", i, mac, portMAC)
+		}
+		if mac := net.HardwareAddr(b[0:6]).String(); mac != strings.TrimSpace(hostMAC) {
+			t.Fatalf("frame %d: destination MAC %s, want host B's %s", i, mac, hostMAC)
+		}
+		if b[14+8] != 63 || f.IPChksumOK == nil || !*f.IPChksumOK {
+			t.Fatalf("frame %d: TTL %d (sent 64), header checksum ok %v", i, b[14+8], f.IPChksumOK)
+		}
+		if f.DSCP != 26 || f.ECN != 2 || !f.RoCE || f.ICRC != f.ICRCCalc {
+			t.Fatalf("frame %d: DSCP %d ECN %d RoCE %v ICRC %s (computed %s)", i, f.DSCP, f.ECN, f.RoCE, f.ICRC, f.ICRCCalc)
+		}
+	}
 }

@@ -1,0 +1,41 @@
+#!/usr/bin/python3
+"""RoCEv2 frames between two network namespaces, with scapy.
+
+  netns_roce.py send IFACE DST_MAC SRC_IP DST_IP N   sends N RoCEv2 frames
+                                                     (DSCP 26, ECT(0), real
+                                                     ICRCs) out of IFACE
+  netns_roce.py recv IFACE OUT.pcap N SECONDS        writes the RoCEv2 frames
+                                                     seen on IFACE, until N
+                                                     or SECONDS
+"""
+
+import sys
+
+from scapy.all import Ether, get_if_hwaddr, sendp, sniff, wrpcap
+
+from offload_frames import roce
+
+
+def send(iface, dst_mac, src, dst, n):
+    frames = []
+    for i in range(n):
+        f = roce(i, src=src, dst=dst, opcode=[0x04, 0x0A, 0x11, 0x81][i % 4])
+        f[Ether].src, f[Ether].dst = get_if_hwaddr(iface), dst_mac
+        frames.append(f)
+    sendp(frames, iface=iface, verbose=False)
+
+
+def recv(iface, out, n, secs):
+    got = sniff(iface=iface, count=n, timeout=secs,
+                lfilter=lambda p: p.haslayer("UDP") and p["UDP"].dport == 4791)
+    wrpcap(out, got)
+
+
+if __name__ == "__main__":
+    cmd, a = sys.argv[1], sys.argv[2:]
+    if cmd == "send":
+        send(a[0], a[1], a[2], a[3], int(a[4]))
+    elif cmd == "recv":
+        recv(a[0], a[1], int(a[2]), float(a[3]))
+    else:
+        raise SystemExit(__doc__)
