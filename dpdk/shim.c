@@ -39,10 +39,16 @@ uint16_t rf_step_run(uintptr_t step)
 	/* A queue that returns a full burst has more waiting: take up to
 	 * max_bursts bursts from it, so the cost of entering C is shared by
 	 * more packets under load, while an idle queue costs one call. */
+	s->steps++;
 	for (i = 0; i < s->nb_rxq; i++) {
 		struct rf_rxq *q = &s->rxq[i];
 		struct rte_mbuf **rx = s->rx + (size_t)i * s->burst * s->max_bursts;
 		uint16_t k, got, n = 0;
+
+		if (s->steps & q->skip) {
+			q->n = 0; /* a slow queue (a kernel TAP: each poll is a system call) */
+			continue;
+		}
 
 		for (k = 0; k < s->max_bursts; k++) {
 			got = rte_eth_rx_burst(q->port, q->queue, rx + n, s->burst);

@@ -36,7 +36,7 @@ struct rf_rxq {
 	uint16_t port;
 	uint16_t queue;
 	uint16_t n;          /* result of the last step */
-	uint16_t _pad;
+	uint16_t skip;       /* polled once every skip+1 steps (a power of two); 0: every step */
 };
 
 /* One step of a worker: free what Go dropped, flush every pending tx queue,
@@ -54,6 +54,7 @@ struct rf_step {
 	uint16_t burst;         /* packets per rx_burst call; 0: flush only */
 	uint16_t max_bursts;    /* rx_burst calls per queue per step while they come back full */
 	uint16_t tx_retries;    /* tx_burst calls that send nothing before dropping */
+	uint16_t steps;         /* steps run, for the queues polled less often */
 	uint64_t tsc;           /* rte_rdtsc() at the start of this step */
 };
 

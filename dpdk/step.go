@@ -41,6 +41,17 @@ type TxQueue struct {
 // Queue names a (port, queue) pair.
 type Queue struct{ Port, Queue uint16 }
 
+// SetRxEvery makes the step poll rx queue i once every n steps (n a
+// power of two up to 32768; 1: every step), for a queue whose every poll
+// is costly, such as a kernel TAP's (a system call each).
+func (s *Step) SetRxEvery(i, n int) error {
+	if n < 1 || n > 1<<15 || n&(n-1) != 0 || i < 0 || i >= len(s.rxq) {
+		return fmt.Errorf("rx queue %d every %d steps: want a queue of the step and a power of two up to 32768", i, n)
+	}
+	s.rxq[i].skip = C.uint16_t(n - 1)
+	return nil
+}
+
 // NewStep allocates a step that polls rxs and transmits to txs, with
 // rx bursts of up to burst packets, on the given socket. A queue whose
 // burst comes back full is read again, up to maxBursts times per step.

@@ -190,6 +190,19 @@ func New(spec Spec) (*Pipeline, error) {
 			return nil, fmt.Errorf("lcore %d: %w", ws.Lcore, err)
 		}
 		w.step = step
+		if w.rt != nil {
+			for i, k := range w.rt.fromKernel {
+				if k >= 0 {
+					// A TAP's every poll is a read system call: the kernel's
+					// output (ARP, ICMP, BGP) waits at most 64 polls.
+					if err := step.SetRxEvery(i, kernelPollEvery); err != nil {
+						step.Free()
+						p.Free()
+						return nil, fmt.Errorf("lcore %d: %w", ws.Lcore, err)
+					}
+				}
+			}
+		}
 		p.Workers = append(p.Workers, w)
 		if spec.QoS != nil {
 			if err := w.initQoS(spec.QoS, shared, targets, step.Capacity()); err != nil {
@@ -248,6 +261,10 @@ func (p *Pipeline) Stop() {
 	}
 	p.running = false
 }
+
+// kernelPollEvery is how often a worker polls an exception path's TAP:
+// once every so many polls.
+const kernelPollEvery = 64
 
 // destinations are the ports a worker sends to: its rx queues' [[forward]]
 // targets, or every port when it routes.
