@@ -273,6 +273,14 @@ func (d *Daemon) bringUp() error {
 		}
 		kernelRouteSpec(spec.Route, cfg, taps)
 		kernelIfcs = ifcs
+		if len(taps) > 0 {
+			kp, rings, err := newKernelPump(taps, socket)
+			if err != nil {
+				return err
+			}
+			d.route.pump, spec.Route.KernelRings = kp, rings
+			kp.start()
+		}
 	}
 	pipe, err := pipeline.New(spec)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"roce-fwd/config"
+	"roce-fwd/dpdk"
 	"roce-fwd/linuxcp"
 	"roce-fwd/pipeline"
 	"roce-fwd/ports"
@@ -21,8 +22,8 @@ type routingNeighbor = routing.NeighborInfo
 const kernelSuffix = ".kernel"
 
 // portsConfig is the config the port set opens: the file's ports, and a
-// TAP port for each port with an exception path, with a tx queue per
-// worker (each worker punts into it).
+// TAP port for each port with an exception path (one tx queue, which
+// the kernel pump uses).
 func portsConfig(cfg *config.Config, workers int) *config.Config {
 	kp := cfg.KernelPorts()
 	if len(kp) == 0 {
@@ -35,7 +36,7 @@ func portsConfig(cfg *config.Config, workers int) *config.Config {
 		p := cfg.Ports[i]
 		out.Ports = append(out.Ports, config.Port{
 			Name: p.Name + kernelSuffix, Vdev: fmt.Sprintf("net_tap%d,iface=%s", 90+k, p.Name),
-			RxQueues: 1, TxQueues: max(workers, 1), RxDesc: 256, TxDesc: 256, Socket: -1,
+			RxQueues: 1, TxQueues: 1, RxDesc: 256, TxDesc: 512, Socket: -1, // one tx queue: the pump's
 			Promiscuous: &off, PeerMAC: "02:00:00:00:00:ff", Line: p.Line,
 		})
 	}
@@ -240,4 +241,74 @@ func (d *Daemon) applyKernelRoutes(batch []linuxcp.RouteChange) {
 	if err := d.route.router.SyncKernel(add, del); err != nil {
 		d.log.Warn("kernel routes", "err", err)
 	}
+}
+
+// kernelPump is the exception paths' transmit, off the workers: rings the
+// workers punt into, drained into the TAPs by a goroutine on the control
+// plane's CPUs.
+type kernelPump struct {
+	pump  *dpdk.Pump
+	rings []*dpdk.Ring
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// newKernelPump makes a ring per TAP of taps (port → TAP port).
+func newKernelPump(taps map[uint16]uint16, socket int) (*kernelPump, map[uint16]*dpdk.Ring, error) {
+	kp := &kernelPump{}
+	rings := map[uint16]*dpdk.Ring{}
+	var qs []dpdk.PumpQueue
+	for _, tap := range taps {
+		r, err := dpdk.NewRing(fmt.Sprintf("rf_punt_%d", tap), 4096, socket)
+		if err != nil {
+			kp.free()
+			return nil, nil, err
+		}
+		kp.rings = append(kp.rings, r)
+		rings[tap] = r
+		qs = append(qs, dpdk.PumpQueue{Ring: r, Port: tap, Queue: 0})
+	}
+	p, err := dpdk.NewPump(qs, socket)
+	if err != nil {
+		kp.free()
+		return nil, nil, err
+	}
+	kp.pump = p
+	return kp, rings, nil
+}
+
+// start runs the pump until stop: a round per ~20 µs while idle.
+func (kp *kernelPump) start() {
+	kp.stop, kp.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(kp.done)
+		for {
+			select {
+			case <-kp.stop:
+				kp.pump.Run() // what the stopped workers left
+				return
+			default:
+			}
+			if kp.pump.Run() == 0 {
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+	}()
+}
+
+// free stops the pump and releases it and its rings (mbufs on them are
+// freed); the workers must be stopped.
+func (kp *kernelPump) free() {
+	if kp.stop != nil {
+		close(kp.stop)
+		<-kp.done
+		kp.stop = nil
+	}
+	if kp.pump != nil {
+		kp.pump.Free()
+	}
+	for _, r := range kp.rings {
+		r.Free()
+	}
+	kp.rings = nil
 }

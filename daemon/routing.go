@@ -20,7 +20,8 @@ type routed struct {
 	router *routing.Router
 	v4, v6 *fib.Table
 	mem    []unsafe.Pointer
-	stop   func() // ends following the kernel, if it was
+	stop   func()      // ends following the kernel, if it was
+	pump   *kernelPump // the exception paths' transmit, if any
 }
 
 // FIBConfigs are the FIB sizes of a routed config, per family (a zero
@@ -151,6 +152,10 @@ func StaticRoute(r config.Route) routing.Route {
 func (rt *routed) free() {
 	if rt.stop != nil {
 		rt.stop()
+	}
+	if rt.pump != nil {
+		rt.pump.free()
+		rt.pump = nil
 	}
 	for _, m := range rt.mem {
 		dpdk.FreeMem(m)

@@ -21,12 +21,15 @@ uint16_t rf_step_run(uintptr_t step)
 		/* A PMD may take fewer than offered per call (vector paths cap
 		 * the burst): keep going while it makes progress, and give up
 		 * after tx_retries calls that take nothing (ring full). */
-		while (sent < n) {
-			uint16_t k = rte_eth_tx_burst(t->port, t->queue, t->pkts + sent, n - sent);
-			sent += k;
-			if (k == 0 && retries-- == 0)
-				break;
-		}
+		if (t->ring != NULL)
+			sent = rte_ring_mp_enqueue_burst(t->ring, (void **)t->pkts, n, NULL);
+		else
+			while (sent < n) {
+				uint16_t k = rte_eth_tx_burst(t->port, t->queue, t->pkts + sent, n - sent);
+				sent += k;
+				if (k == 0 && retries-- == 0)
+					break;
+			}
 		if (sent < n) {
 			rte_pktmbuf_free_bulk(t->pkts + sent, n - sent);
 			t->dropped += n - sent;
@@ -57,6 +60,34 @@ uint16_t rf_step_run(uintptr_t step)
 				break;
 		}
 		q->n = n;
+		total += n;
+	}
+	return total;
+}
+
+uint32_t rf_pump_run(uintptr_t pump)
+{
+	struct rf_pump *p = (struct rf_pump *)pump;
+	uint32_t total = 0;
+	uint16_t i;
+
+	for (i = 0; i < p->n; i++) {
+		struct rf_pump_q *q = &p->q[i];
+		struct rte_mbuf *b[64];
+		unsigned int n = rte_ring_sc_dequeue_burst(q->ring, (void **)b, 64, NULL);
+		uint16_t sent = 0, retries = 4;
+
+		while (sent < n) {
+			uint16_t k = rte_eth_tx_burst(q->port, q->queue, b + sent, n - sent);
+			sent += k;
+			if (k == 0 && retries-- == 0)
+				break;
+		}
+		if (sent < n) {
+			rte_pktmbuf_free_bulk(b + sent, n - sent);
+			q->dropped += n - sent;
+		}
+		q->sent += sent;
 		total += n;
 	}
 	return total;

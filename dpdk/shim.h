@@ -19,6 +19,7 @@
 #include <rte_dev.h>
 #include <rte_bus.h>
 #include <rte_version.h>
+#include <rte_ring.h>
 
 /* One transmit queue a worker writes to. Lives in DPDK memory. */
 struct rf_txq {
@@ -29,6 +30,7 @@ struct rf_txq {
 	uint16_t _pad;
 	uint64_t sent;       /* cumulative, written by C */
 	uint64_t dropped;    /* unsent after retries, freed by C */
+	struct rte_ring *ring; /* non-NULL: enqueued here for a pump to transmit */
 };
 
 /* One receive queue a worker polls, and what the last step got from it. */
@@ -62,6 +64,27 @@ struct rf_step {
  * pointers on each call, which costs more than the step itself at line
  * rate, and this one never is. */
 uint16_t rf_step_run(uintptr_t step);
+
+/* A pump moves what workers enqueued on rings to ports' tx queues, off
+ * the workers' lcores (for ports whose transmit is slow: a kernel TAP's
+ * is a system call per packet). */
+struct rf_pump_q {
+	struct rte_ring *ring;
+	uint16_t port;
+	uint16_t queue;
+	uint32_t _pad;
+	uint64_t sent;
+	uint64_t dropped;
+};
+
+struct rf_pump {
+	uint16_t n;
+	struct rf_pump_q *q;
+};
+
+/* Drains each ring once (up to a burst of 64 per ring); returns the
+ * packets moved. */
+uint32_t rf_pump_run(uintptr_t pump);
 
 /* Lcore launch: the trampoline calls back into Go with a cgo.Handle. */
 int rf_launch(unsigned lcore, uintptr_t handle);

@@ -38,8 +38,13 @@ type TxQueue struct {
 	Queue uint16
 }
 
-// Queue names a (port, queue) pair.
-type Queue struct{ Port, Queue uint16 }
+// Queue names a (port, queue) pair. A transmit queue with a Ring is not
+// the port's: the step enqueues its packets on the ring, and a Pump
+// transmits them.
+type Queue struct {
+	Port, Queue uint16
+	Ring        *Ring
+}
 
 // SetRxEvery makes the step poll rx queue i once every n steps (n a
 // power of two up to 32768; 1: every step), for a queue whose every poll
@@ -108,6 +113,9 @@ func NewStep(burst, maxBursts, socket int, rxs, txs []Queue, txRetries int) (*St
 		cq[i].pkts = (**C.struct_rte_mbuf)(pk)
 		cq[i].port = C.uint16_t(t.Port)
 		cq[i].queue = C.uint16_t(t.Queue)
+		if t.Ring != nil {
+			cq[i].ring = t.Ring.r
+		}
 		s.Txq[i] = TxQueue{c: &cq[i], pkts: unsafe.Slice((*uintptr)(pk), per), Port: t.Port, Queue: t.Queue}
 	}
 	return s, nil

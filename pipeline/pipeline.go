@@ -166,6 +166,13 @@ func New(spec Spec) (*Pipeline, error) {
 				p.Free()
 				return nil, fmt.Errorf("lcore %d forwards to port %d, which is not configured", ws.Lcore, d)
 			}
+			if spec.Route != nil && spec.Route.KernelRings[d] != nil {
+				// An exception path's TAP: its packets go on a ring, which
+				// a pump off the workers' lcores transmits.
+				targets[i] = dpdk.Queue{Port: d, Ring: spec.Route.KernelRings[d]}
+				w.macHdr[i] = macHeader(ps.PeerMAC, ps.MAC)
+				continue
+			}
 			q := nextTxq[d]
 			if q >= ps.TxQueues {
 				p.Free()

@@ -27,6 +27,11 @@ type RouteSpec struct {
 	// kernel handles is punted there, and what the TAP sends goes out
 	// of the port untouched.
 	Kernel map[uint16]uint16
+	// KernelRings, by TAP port, are where the workers put what they punt:
+	// a TAP's transmit is a system call per packet, done off the workers
+	// by whoever drains the rings (dpdk.Pump). Without one, workers
+	// transmit to the TAP themselves.
+	KernelRings map[uint16]*dpdk.Ring
 	// PuntRate is the punted packets per second allowed per reason, all
 	// workers together (0: no limit).
 	PuntRate int
@@ -132,8 +137,11 @@ func newRouteStage(spec *RouteSpec, n int, txOf []int16, rx []rxSource, workers 
 
 // drop drops packet j for reason, or punts it to the kernel when the
 // burst's port has an exception path and reason is one the kernel
-// handles, within the reason's rate.
-func (rs *routeStage) drop(b *burst, j int, reason Reason, now int64) {
+// handles, within the reason's rate. A punted packet goes to the TAP's
+// queue at once and is taken out of the burst: the rest of the burst
+// keeps its one egress port (the exception path has no egress stages).
+func (w *Worker) punt(b *burst, j int, reason Reason) {
+	rs := w.rt
 	k := rs.kernelTx[b.src]
 	p := &rs.punt[reason]
 	if k < 0 || !p.on {
@@ -141,7 +149,7 @@ func (rs *routeStage) drop(b *burst, j int, reason Reason, now int64) {
 		return
 	}
 	if p.rate > 0 {
-		if now > p.last {
+		if now := w.now; now > p.last {
 			p.tokens = min(p.burst, p.tokens+float64(now-p.last)*p.rate)
 			p.last = now
 		}
@@ -152,12 +160,15 @@ func (rs *routeStage) drop(b *burst, j int, reason Reason, now int64) {
 		}
 		p.tokens--
 	}
-	p.punted++
-	rs.egress[j] = uint16(k)
-	if int(k) != rs.firstTx {
-		rs.mixed = rs.mixed || rs.firstTx >= 0
-		rs.firstTx = int(k)
+	txq := &w.step.Txq[k]
+	if txq.Room() == 0 {
+		p.limited++
+		b.drop(j, DropPuntLimit)
+		return
 	}
+	p.punted++
+	txq.Push(b.pkts[j])
+	b.take(j)
 }
 
 // setPlane installs a new Plane (between polls), keeping the adjacency
@@ -275,11 +286,11 @@ func (w *Worker) routeParse(b *burst, j int, f []byte) int {
 	switch et {
 	case etherIPv4:
 		if r := checkIPv4(f, l3); r != reasonNone {
-			rs.drop(b, j, r, w.now)
+			w.punt(b, j, r)
 			return 0
 		}
 		if f[l3+16] >= 224 { // multicast, or the broadcast address
-			rs.drop(b, j, DropLinkLocal, w.now)
+			w.punt(b, j, DropLinkLocal)
 			return 0
 		}
 		if binary.BigEndian.Uint16(f[l3+6:])&0x3fff != 0 {
@@ -292,16 +303,16 @@ func (w *Worker) routeParse(b *burst, j int, f []byte) int {
 			return 0
 		}
 		if d := f[l3+24]; d == 0xff || d == 0xfe && f[l3+25]&0xc0 == 0x80 { // multicast, link-local
-			rs.drop(b, j, DropLinkLocal, w.now)
+			w.punt(b, j, DropLinkLocal)
 			return 0
 		}
 		if f[l3+7] <= 1 {
-			rs.drop(b, j, DropTTLExpired, w.now)
+			w.punt(b, j, DropTTLExpired)
 			return 0
 		}
 		return 6
 	case etherARP:
-		rs.drop(b, j, DropARP, w.now)
+		w.punt(b, j, DropARP)
 	case roce.EtherTypeMACControl:
 		if l3 == 14 {
 			w.consumeMAC(b, j, f) // PFC and PAUSE are the port's
@@ -382,13 +393,13 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 			adj = pl.Buckets[p.First+w.flowHash(f, l3, v4)&p.Mask]
 			ecmp++
 		default:
-			rs.drop(b, j, pathDrop[p.Kind&7], w.now)
+			w.punt(b, j, pathDrop[p.Kind&7])
 			continue
 		}
 		tx := int(adjTx[adj])
 		if tx < 0 {
 			if tx == adjUnresolved {
-				rs.drop(b, j, DropNeighborUnresolved, w.now)
+				w.punt(b, j, DropNeighborUnresolved)
 			} else {
 				b.drop(j, DropNoRoute)
 			}
