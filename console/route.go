@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"roce-fwd/daemon"
 	"roce-fwd/fib"
 	"roce-fwd/pipeline"
 	"roce-fwd/routing"
@@ -191,39 +192,18 @@ func (s *Shell) showNeighbors(_ []string, jsonOut bool) (string, error) {
 }
 
 func (s *Shell) showECMP(_ []string, jsonOut bool) (string, error) {
-	var gs []routing.GroupInfo
-	var st pipeline.RouteStats
-	err := s.withRouter(func(r *routing.Router) error {
-		gs = r.Groups()
-		st = s.d.Pipe.RouteStats()
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	type groupJSON struct {
-		ID       uint32    `json:"id"`
-		Buckets  int       `json:"buckets"`
-		Routes   int       `json:"routes"`
-		Prefixes []string  `json:"prefixes"`
-		Members  []hopJSON `json:"members"`
-	}
-	var out []groupJSON
-	for _, g := range gs {
-		gj := groupJSON{ID: g.Path, Buckets: g.Buckets, Routes: g.Routes, Members: hopsJSON(g.Members, st)}
-		for _, p := range g.Prefixes {
-			gj.Prefixes = append(gj.Prefixes, p.String())
-		}
-		out = append(out, gj)
+	rr := s.d.RouteReport()
+	if rr == nil {
+		return "", errNotRouted
 	}
 	if jsonOut {
-		if out == nil {
-			out = []groupJSON{}
+		if rr.ECMP == nil {
+			rr.ECMP = []daemon.ECMPReport{}
 		}
-		return asJSON(out)
+		return asJSON(rr.ECMP)
 	}
 	var b strings.Builder
-	for _, g := range out {
+	for _, g := range rr.ECMP {
 		more := ""
 		if g.Routes > len(g.Prefixes) {
 			more = fmt.Sprintf(" and %d more", g.Routes-len(g.Prefixes))
@@ -248,7 +228,7 @@ func (s *Shell) showECMP(_ []string, jsonOut bool) (string, error) {
 		}
 		tw.Flush()
 	}
-	if len(out) == 0 {
+	if len(rr.ECMP) == 0 {
 		b.WriteString("no ECMP groups\n")
 	}
 	return b.String(), nil

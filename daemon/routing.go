@@ -207,11 +207,20 @@ type ECMPReport struct {
 type ECMPMemberReport struct {
 	Port     string `json:"port"`
 	Gateway  string `json:"gateway"`
+	MAC      string `json:"mac,omitempty"` // "" while unresolved
 	Weight   int    `json:"weight"`
 	Buckets  int    `json:"buckets"`
 	Resolved bool   `json:"resolved"`
 	Packets  uint64 `json:"packets"`
 	Bytes    uint64 `json:"bytes"`
+}
+
+// RouteReport is the routed path's state and counters, nil unless the
+// config routes.
+func (d *Daemon) RouteReport() *RouteReport {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.routeReport()
 }
 
 // routeReport gathers the RouteReport; the daemon's lock is held.
@@ -237,7 +246,7 @@ func (d *Daemon) routeReport() *RouteReport {
 			er.Prefixes = append(er.Prefixes, p.String())
 		}
 		for _, m := range g.Members {
-			mr := ECMPMemberReport{Port: m.Port, Gateway: m.Gateway.String(), Weight: m.Weight, Buckets: m.Buckets, Resolved: m.Resolved}
+			mr := ECMPMemberReport{Port: m.Port, Gateway: m.Gateway.String(), MAC: m.MAC, Weight: m.Weight, Buckets: m.Buckets, Resolved: m.Resolved}
 			if int(m.Adj) < len(st.Adj) {
 				mr.Packets, mr.Bytes = st.Adj[m.Adj].Packets, st.Adj[m.Adj].Bytes
 			}

@@ -187,9 +187,7 @@ func TestNetnsPing(t *testing.T) {
 	}
 	var f fwdJSON
 	n.daemon.consoleJSON(&f, "show", "fwd", "stats", "all")
-	var fib struct {
-		Punts map[string]uint64 `json:"punts"`
-	}
+	var fib fibJSON
 	n.daemon.consoleJSON(&fib, "show", "ip", "fib")
 	t.Logf("drops %v, punts %v", f.Drops, fib.Punts)
 	if fib.Punts["arp"] == 0 || fib.Punts["for_us"] == 0 || fib.Punts["ttl_expired"] != 1 {
@@ -197,16 +195,45 @@ func TestNetnsPing(t *testing.T) {
 	}
 }
 
+// fibJSON is show ip fib --json, what the tests read of it.
+type fibJSON struct {
+	Routes []struct {
+		Prefix string `json:"prefix"`
+		Source string `json:"source"`
+		Kind   string `json:"kind"`
+		Via    []struct {
+			Gateway string `json:"gateway"`
+			Packets uint64 `json:"packets"`
+		} `json:"via"`
+	} `json:"routes"`
+	FIB struct {
+		Routes int `json:"Routes"`
+	} `json:"fib"`
+	Punts map[string]uint64 `json:"punts"`
+}
+
+// waitFIB polls show ip fib ADDR into fib until ok, or fails the test
+// after wait, saying what the kernel beside roce-fwd has.
+func (n *netnsRig) waitFIB(fib *fibJSON, addr string, wait time.Duration, ok func() bool) {
+	t := n.t
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		n.daemon.consoleJSON(fib, "show", "ip", "fib", addr)
+		if ok() {
+			return
+		}
+		if time.Now().After(deadline) {
+			out, _ := n.ns(n.r, "ip", "route", "show", "match", addr)
+			t.Fatalf("show ip fib %s: %+v; the kernel has: %s", addr, fib.Routes, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // routed is the packets roce-fwd's data path routed to a next hop.
 func (n *netnsRig) routed() uint64 {
-	var fib struct {
-		Routes []struct {
-			Prefix string `json:"prefix"`
-			Via    []struct {
-				Packets uint64 `json:"packets"`
-			} `json:"via"`
-		} `json:"routes"`
-	}
+	var fib fibJSON
 	var total uint64
 	for _, family := range []string{"ip", "ipv6"} {
 		n.daemon.consoleJSON(&fib, "show", family, "fib")
@@ -233,33 +260,10 @@ func TestNetnsKernelRoutes(t *testing.T) {
 			break
 		}
 	}
-	var fib struct {
-		Routes []struct {
-			Prefix string `json:"prefix"`
-			Source string `json:"source"`
-			Kind   string `json:"kind"`
-			Via    []struct {
-				Gateway string `json:"gateway"`
-				Packets uint64 `json:"packets"`
-			} `json:"via"`
-		} `json:"routes"`
-		FIB struct {
-			Routes int `json:"Routes"`
-		} `json:"fib"`
-	}
+	var fib fibJSON
 	waitFIB := func(addr string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			n.daemon.consoleJSON(&fib, "show", "ip", "fib", addr)
-			if ok() {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("show ip fib %s: %+v", addr, fib.Routes)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		n.waitFIB(&fib, addr, 5*time.Second, ok)
 	}
 	n.must(n.r, "ip", "route", "add", "10.99.0.0/16", "via", "10.71.2.2")
 	waitFIB("10.99.0.1", func() bool {
@@ -394,34 +398,11 @@ router bgp 65002
 	}
 	b1 := speaker("10.71.2.2")
 	speaker("10.71.2.3")
-	var fib struct {
-		Routes []struct {
-			Prefix string `json:"prefix"`
-			Source string `json:"source"`
-			Kind   string `json:"kind"`
-			Via    []struct {
-				Gateway string `json:"gateway"`
-			} `json:"via"`
-		} `json:"routes"`
-	}
+	var fib fibJSON
 	wait := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			n.daemon.consoleJSON(&fib, "show", "ip", "fib", "10.99.0.1")
-			if ok() {
-				return
-			}
-			if time.Now().After(deadline) {
-				out, _ := n.ns(n.r, "ip", "route", "show", "10.99.0.0/16")
-				summary, _ := n.ns(n.r, "vtysh", "--vty_socket", filepath.Join(n.dir, "frr-r"), "-c", "show bgp summary")
-				log, _ := os.ReadFile(filepath.Join(n.dir, "frr-r", "bgpd.log"))
-				zlog, _ := os.ReadFile(filepath.Join(n.dir, "frr-r", "zebra.log"))
-				log = append(log, zlog...)
-				t.Fatalf("%s: show ip fib 10.99.0.1: %+v; the kernel has: %s\nFRR beside roce-fwd:\n%s\n%s", what, fib.Routes, out, summary, log)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		t.Log("waiting for", what)
+		n.waitFIB(&fib, "10.99.0.1", 30*time.Second, ok)
 	}
 	wait("the announcement, over both sessions", func() bool {
 		return len(fib.Routes) == 1 && fib.Routes[0].Source == "kernel" && fib.Routes[0].Kind == "ecmp" && len(fib.Routes[0].Via) == 2
