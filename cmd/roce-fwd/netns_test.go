@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"roce-fwd/internal/testenv"
 )
 
 // netnsRig is roce-fwd between two hosts, each a network namespace with
@@ -486,4 +488,55 @@ func TestNetnsRoCE(t *testing.T) {
 			t.Fatalf("frame %d: DSCP %d ECN %d RoCE %v ICRC %s (computed %s)", i, f.DSCP, f.ECN, f.RoCE, f.ICRC, f.ICRCCalc)
 		}
 	}
+}
+
+// PFC towards a real host: roce-fwd's egress to host B is shaped far
+// below what host A sends on the lossless TC3, so the queue crosses
+// xoff, and the PFC XOFF roce-fwd sends out of the port facing host A
+// arrives there, for priority 3 with a non-zero quanta.
+func TestNetnsPFC(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import scapy.contrib.roce").Run(); err != nil {
+		t.Skip("python3-scapy is not installed")
+	}
+	n := newNetnsRig(t)
+	n.start("roce", "[qos]", `preset = "nvidia-roce"`, "[[qos.port]]", `name = "pb"`, `rate = "10Mbps"`,
+		"[pfc]", `xoff = "64KB"`, `xon = "32KB"`)
+	for try := 0; try < 5; try++ {
+		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
+			break
+		}
+	}
+	neigh, _ := n.ns(n.a, "ip", "neigh", "show", "10.71.1.1")
+	f := strings.Fields(neigh)
+	i := slices.Index(f, "lladdr")
+	if i < 0 || i+1 >= len(f) {
+		t.Fatalf("host A has no MAC for its gateway: %q", neigh)
+	}
+	script := filepath.Join("testdata", "netns_roce.py")
+	out := filepath.Join(n.dir, "a-macctl.pcap")
+	capture := exec.Command("ip", "netns", "exec", n.a, "/usr/bin/python3", script, "macctl", "h0", out, "6")
+	if err := capture.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if out, err := n.ns(n.a, "/usr/bin/python3", script, "send", "h0", f[i+1], "10.71.1.2", "10.71.2.2", "2000", "1000"); err != nil {
+		t.Fatalf("send: %v\n%s", err, out)
+	}
+	if err := capture.Wait(); err != nil {
+		t.Fatalf("capture: %v", err)
+	}
+	frames := testenv.ReadPcap(t, out)
+	xoff := 0
+	for _, fr := range frames {
+		// 802.1Qbb: opcode 0x0101, class-enable vector, 8 quanta.
+		if len(fr) >= 34 && fr[14] == 0x01 && fr[15] == 0x01 && fr[17]&(1<<3) != 0 && (fr[18+2*3] != 0 || fr[19+2*3] != 0) {
+			xoff++
+		}
+	}
+	if xoff == 0 {
+		var fwd fwdJSON
+		n.daemon.consoleJSON(&fwd, "show", "fwd", "stats", "all")
+		t.Fatalf("host A saw %d MAC control frames, no PFC XOFF for priority 3 (drops %v)", len(frames), fwd.Drops)
+	}
+	t.Logf("host A saw %d MAC control frames, %d XOFF for priority 3", len(frames), xoff)
 }

@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 """RoCEv2 frames between two network namespaces, with scapy.
 
-  netns_roce.py send IFACE DST_MAC SRC_IP DST_IP N   sends N RoCEv2 frames
+  netns_roce.py send IFACE DST_MAC SRC_IP DST_IP N [PAYLOAD]
+                                                     sends N RoCEv2 frames
                                                      (DSCP 26, ECT(0), real
                                                      ICRCs) out of IFACE
   netns_roce.py recv IFACE OUT.pcap N SECONDS        writes the RoCEv2 frames
                                                      seen on IFACE, until N
                                                      or SECONDS
+  netns_roce.py macctl IFACE OUT.pcap SECONDS        writes the MAC control
+                                                     frames (PAUSE, PFC) seen
+                                                     on IFACE for SECONDS
 """
 
 import sys
@@ -16,10 +20,11 @@ from scapy.all import Ether, get_if_hwaddr, sendp, sniff, wrpcap
 from offload_frames import roce
 
 
-def send(iface, dst_mac, src, dst, n):
+def send(iface, dst_mac, src, dst, n, plen=64):
     frames = []
     for i in range(n):
-        f = roce(i, src=src, dst=dst, opcode=[0x04, 0x0A, 0x11, 0x81][i % 4])
+        op = [0x04, 0x0A, 0x11, 0x81][i % 4] if plen == 64 else 0x04
+        f = roce(i, src=src, dst=dst, opcode=op, plen=plen)
         f[Ether].src, f[Ether].dst = get_if_hwaddr(iface), dst_mac
         frames.append(f)
     sendp(frames, iface=iface, verbose=False)
@@ -31,11 +36,18 @@ def recv(iface, out, n, secs):
     wrpcap(out, got)
 
 
+def macctl(iface, out, secs):
+    got = sniff(iface=iface, timeout=secs, lfilter=lambda p: p.haslayer(Ether) and p[Ether].type == 0x8808)
+    wrpcap(out, got)
+
+
 if __name__ == "__main__":
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "send":
-        send(a[0], a[1], a[2], a[3], int(a[4]))
+        send(a[0], a[1], a[2], a[3], int(a[4]), int(a[5]) if len(a) > 5 else 64)
     elif cmd == "recv":
         recv(a[0], a[1], int(a[2]), float(a[3]))
+    elif cmd == "macctl":
+        macctl(a[0], a[1], float(a[2]))
     else:
         raise SystemExit(__doc__)
