@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
@@ -78,8 +79,13 @@ func newNetnsRig(t *testing.T) *netnsRig {
 		n.must(n.r, "ip", "link", "set", side.ifc, "up")
 	}
 	// The kernel beside roce-fwd forwards what the data path punts to it
-	// while a neighbour is being resolved.
+	// while a neighbour is being resolved. The veths roce-fwd's
+	// af_packet ports read are roce-fwd's: the kernel must not also
+	// route what arrives on them (it would send every packet twice).
 	n.must(n.r, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	for _, ifc := range []string{n.aIf, n.bIf} {
+		n.must(n.r, "sysctl", "-qw", "net.ipv4.conf."+ifc+".forwarding=0", "net.ipv6.conf."+ifc+".disable_ipv6=1")
+	}
 	return n
 }
 
@@ -231,6 +237,29 @@ func (n *netnsRig) waitFIB(fib *fibJSON, addr string, wait time.Duration, ok fun
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// sniff starts netns_roce.py's capture in a namespace and returns once
+// it says it is capturing; wait for the command to end.
+func (n *netnsRig) sniff(ns string, args ...string) *exec.Cmd {
+	t := n.t
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, "/usr/bin/python3", filepath.Join("testdata", "netns_roce.py")}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if strings.TrimSpace(line) != "ready" {
+		cmd.Wait()
+		t.Fatalf("netns_roce.py %v: %q %v\n%s", args, line, err, stderr.String())
+	}
+	return cmd
 }
 
 // routed is the packets roce-fwd's data path routed to a next hop.
@@ -456,22 +485,17 @@ func TestNetnsRoCE(t *testing.T) {
 	script := filepath.Join("testdata", "netns_roce.py")
 	out := filepath.Join(n.dir, "b.pcap")
 	const frames = 200
-	recv := exec.Command("ip", "netns", "exec", n.b, "/usr/bin/python3", script, "recv", "h0", out, fmt.Sprint(frames), "10")
-	var recvErr strings.Builder
-	recv.Stderr = &recvErr
-	if err := recv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.Second) // scapy's sniffer starts
+	// Twice as many as sent may come: every frame must come once.
+	recv := n.sniff(n.b, "recv", "h0", out, fmt.Sprint(2*frames), "6")
 	if out, err := n.ns(n.a, "/usr/bin/python3", script, "send", "h0", gwMAC, "10.71.1.2", "10.71.2.2", fmt.Sprint(frames)); err != nil {
 		t.Fatalf("send: %v\n%s", err, out)
 	}
 	if err := recv.Wait(); err != nil {
-		t.Fatalf("recv: %v\n%s", err, recvErr.String())
+		t.Fatalf("recv: %v", err)
 	}
 	got := scapyFrames(t, "describe", out)[0]
 	if len(got) != frames {
-		t.Fatalf("host B saw %d RoCEv2 frames of %d", len(got), frames)
+		t.Fatalf("host B saw %d RoCEv2 frames, %d sent", len(got), frames)
 	}
 	for i, f := range got {
 		b := f.bytes(t)
@@ -490,16 +514,18 @@ func TestNetnsRoCE(t *testing.T) {
 	}
 }
 
-// PFC towards a real host: roce-fwd's egress to host B is shaped far
-// below what host A sends on the lossless TC3, so the queue crosses
-// xoff, and the PFC XOFF roce-fwd sends out of the port facing host A
-// arrives there, for priority 3 with a non-zero quanta.
+// PFC with real hosts: roce-fwd's egress to host B is shaped far below
+// what host A sends on the lossless TC3, so the queue crosses xoff, and
+// the PFC XOFF roce-fwd sends out of the port facing host A arrives
+// there, for priority 3 with a non-zero quanta; and the XOFF host B sends
+// pauses roce-fwd's TC3 towards it.
 func TestNetnsPFC(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import scapy.contrib.roce").Run(); err != nil {
 		t.Skip("python3-scapy is not installed")
 	}
 	n := newNetnsRig(t)
-	n.start("roce", "[qos]", `preset = "nvidia-roce"`, "[[qos.port]]", `name = "pb"`, `rate = "10Mbps"`,
+	// scapy sends about 1000 frames a second: 2 Mbps is well below.
+	n.start("roce", "[qos]", `preset = "nvidia-roce"`, "[[qos.port]]", `name = "pb"`, `rate = "2Mbps"`,
 		"[pfc]", `xoff = "64KB"`, `xon = "32KB"`)
 	for try := 0; try < 5; try++ {
 		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
@@ -514,11 +540,7 @@ func TestNetnsPFC(t *testing.T) {
 	}
 	script := filepath.Join("testdata", "netns_roce.py")
 	out := filepath.Join(n.dir, "a-macctl.pcap")
-	capture := exec.Command("ip", "netns", "exec", n.a, "/usr/bin/python3", script, "macctl", "h0", out, "6")
-	if err := capture.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.Second)
+	capture := n.sniff(n.a, "macctl", "h0", out, "5")
 	if out, err := n.ns(n.a, "/usr/bin/python3", script, "send", "h0", f[i+1], "10.71.1.2", "10.71.2.2", "2000", "1000"); err != nil {
 		t.Fatalf("send: %v\n%s", err, out)
 	}
@@ -534,9 +556,24 @@ func TestNetnsPFC(t *testing.T) {
 		}
 	}
 	if xoff == 0 {
-		var fwd fwdJSON
-		n.daemon.consoleJSON(&fwd, "show", "fwd", "stats", "all")
-		t.Fatalf("host A saw %d MAC control frames, no PFC XOFF for priority 3 (drops %v)", len(frames), fwd.Drops)
+		res := n.daemon.console("--json", "show", "fwd", "stats", "all")
+		t.Fatalf("host A saw %d MAC control frames, no PFC XOFF for priority 3:\n%s", len(frames), res.stdout)
 	}
 	t.Logf("host A saw %d MAC control frames, %d XOFF for priority 3", len(frames), xoff)
+
+	// And the other way: host B pauses priority 3; roce-fwd honours it on
+	// its port towards B.
+	if out, err := n.ns(n.b, "/usr/bin/python3", script, "pfc", "h0", "3", "65535", "30"); err != nil {
+		t.Fatalf("pfc: %v\n%s", err, out)
+	}
+	var rep struct {
+		PFC map[string]struct {
+			RxXOFF   [8]uint64 `json:"rx_xoff"`
+			PausedNs [8]int64  `json:"paused_ns"`
+		} `json:"pfc"`
+	}
+	n.daemon.consoleJSON(&rep, "show", "fwd", "stats", "all")
+	if pb := rep.PFC["pb"]; pb.RxXOFF[3] != 30 || pb.PausedNs[3] <= 0 {
+		t.Errorf("host B's PFC for priority 3: %+v, want 30 XOFF received and paused time", pb)
+	}
 }

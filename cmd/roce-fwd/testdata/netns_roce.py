@@ -7,11 +7,17 @@
                                                      ICRCs) out of IFACE
   netns_roce.py recv IFACE OUT.pcap N SECONDS        writes the RoCEv2 frames
                                                      seen on IFACE, until N
-                                                     or SECONDS
+                                                     or SECONDS (prints
+                                                     "ready" once capturing)
   netns_roce.py macctl IFACE OUT.pcap SECONDS        writes the MAC control
                                                      frames (PAUSE, PFC) seen
                                                      on IFACE for SECONDS
+  netns_roce.py pfc IFACE PRIO QUANTA N              sends N 802.1Qbb PFC
+                                                     frames pausing PRIO,
+                                                     10 ms apart
 """
+
+import struct
 
 import sys
 
@@ -30,14 +36,28 @@ def send(iface, dst_mac, src, dst, n, plen=64):
     sendp(frames, iface=iface, verbose=False)
 
 
+def ready():
+    """Tells the test the sniffer is capturing: scapy takes seconds to load."""
+    print("ready", flush=True)
+
+
 def recv(iface, out, n, secs):
-    got = sniff(iface=iface, count=n, timeout=secs,
+    got = sniff(iface=iface, count=n, timeout=secs, started_callback=ready,
                 lfilter=lambda p: p.haslayer("UDP") and p["UDP"].dport == 4791)
     wrpcap(out, got)
 
 
+def pfc(iface, prio, quanta, n):
+    quantas = [0] * 8
+    quantas[prio] = quanta
+    body = struct.pack("!HH8H", 0x0101, 1 << prio, *quantas)
+    f = Ether(dst="01:80:c2:00:00:01", src=get_if_hwaddr(iface), type=0x8808) / body
+    sendp([f] * n, iface=iface, inter=0.01, verbose=False)
+
+
 def macctl(iface, out, secs):
-    got = sniff(iface=iface, timeout=secs, lfilter=lambda p: p.haslayer(Ether) and p[Ether].type == 0x8808)
+    got = sniff(iface=iface, timeout=secs, started_callback=ready,
+                lfilter=lambda p: p.haslayer(Ether) and p[Ether].type == 0x8808)
     wrpcap(out, got)
 
 
@@ -49,5 +69,7 @@ if __name__ == "__main__":
         recv(a[0], a[1], int(a[2]), float(a[3]))
     elif cmd == "macctl":
         macctl(a[0], a[1], float(a[2]))
+    elif cmd == "pfc":
+        pfc(a[0], int(a[1]), int(a[2]), int(a[3]))
     else:
         raise SystemExit(__doc__)
