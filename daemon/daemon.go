@@ -61,8 +61,11 @@ type Daemon struct {
 	evDone   chan struct{}
 	route    *routed               // nil unless the config routes (routing.go)
 	resync   map[netip.Prefix]bool // kernel route prefixes seen by a resync under way (kernel.go)
-	mu       sync.Mutex            // serialises the control operations (control.go)
-	base     baseline
+	// kernelResync reads the kernel's routes again (kernel.go), when they
+	// are followed.
+	kernelResync func()
+	mu           sync.Mutex // serialises the control operations (control.go)
+	base         baseline
 }
 
 // Start brings the dataplane up and starts forwarding.

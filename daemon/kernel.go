@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"roce-fwd/config"
@@ -105,6 +106,10 @@ func (d *Daemon) followKernel(ifcs []linuxcp.Interface) error {
 			return err
 		}
 	}
+	if err := d.followLinks(ctx, ifcs); err != nil { // after: a link going down reads the routes again
+		cancel()
+		return err
+	}
 	go func() {
 		for {
 			select {
@@ -142,6 +147,20 @@ func kernelRouteSpec(rs *pipeline.RouteSpec, cfg *config.Config, taps map[uint16
 // a routing daemon converging sends tens of thousands at once.
 func (d *Daemon) followKernelRoutes(ctx context.Context, ifcs []linuxcp.Interface) error {
 	changes := make(chan linuxcp.RouteChange, 1<<16)
+	d.kernelResync = func() {
+		rs, err := linuxcp.DumpRoutes(ifcs, d.Cfg.Kernel.Table)
+		if err != nil {
+			d.log.Warn("kernel routes", "err", err)
+			return
+		}
+		for _, c := range append(append([]linuxcp.RouteChange{{Resync: true}}, rs...), linuxcp.RouteChange{Synced: true}) {
+			select {
+			case changes <- c:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 	go func() {
 		const routeBatch = 20000
 		for {
@@ -311,4 +330,54 @@ func (kp *kernelPump) free() {
 		r.Free()
 	}
 	kp.rings = nil
+}
+
+// underlying is the kernel interface a port's frames come through, when
+// roce-fwd can tell: a net_af_packet port's iface.
+func underlying(p config.Port) string {
+	if !strings.HasPrefix(p.Vdev, "net_af_packet") && !strings.HasPrefix(p.Vdev, "eth_af_packet") {
+		return ""
+	}
+	for _, kv := range strings.Split(p.Vdev, ",")[1:] {
+		if v, ok := strings.CutPrefix(kv, "iface="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// followLinks mirrors the link state of the ports' underlying interfaces
+// onto their TAPs: a port whose wire goes down takes its TAP down, so the
+// kernel (and a routing daemon with it) withdraws the routes through it.
+func (d *Daemon) followLinks(ctx context.Context, ifcs []linuxcp.Interface) error {
+	tapOf := map[string]linuxcp.Interface{}
+	var names []string
+	for _, ifc := range ifcs {
+		i, _ := d.Cfg.PortByName(ifc.Port)
+		if u := underlying(d.Cfg.Ports[i]); u != "" {
+			tapOf[u] = ifc
+			names = append(names, u)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return linuxcp.FollowLinks(ctx, names, func(name string, up bool) {
+		ifc := tapOf[name]
+		d.log.Info("port link", "port", ifc.Port, "interface", name, "up", up)
+		var err error
+		if up {
+			err = linuxcp.Setup(ifc) // up, with its addresses
+		} else {
+			err = linuxcp.SetUp(ifc.Name, false)
+		}
+		if err != nil {
+			d.log.Warn("exception path", "port", ifc.Port, "err", err)
+		}
+		if !up && d.kernelResync != nil {
+			// The kernel flushed the routes through the TAP without a
+			// word: read its table again.
+			go d.kernelResync()
+		}
+	}, func(err error) { d.log.Warn("exception path", "err", err) })
 }

@@ -134,3 +134,70 @@ func FollowNeighbors(ctx context.Context, ifcs []Interface, update func(Neighbor
 	}()
 	return nil
 }
+
+// FollowLinks reports the operational state of kernel interfaces (by
+// name) as it changes, until ctx ends: update gets the interface's name
+// and whether it is up (carrier and admin). The current states are
+// reported first.
+func FollowLinks(ctx context.Context, names []string, update func(name string, up bool), onErr func(error)) error {
+	watch := map[string]bool{}
+	for _, n := range names {
+		watch[n] = true
+	}
+	ch := make(chan netlink.LinkUpdate, 256)
+	done := make(chan struct{})
+	if err := netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{
+		ErrorCallback: func(err error) { onErr(fmt.Errorf("link updates: %w", err)) },
+	}); err != nil {
+		return fmt.Errorf("link updates: %w", err)
+	}
+	last := map[string]bool{}
+	report := func(a *netlink.LinkAttrs) {
+		if a == nil || !watch[a.Name] {
+			return
+		}
+		up := a.OperState == netlink.OperUp || a.OperState == netlink.OperUnknown && a.Flags&net.FlagUp != 0
+		if was, seen := last[a.Name]; !seen || was != up {
+			last[a.Name] = up
+			update(a.Name, up)
+		}
+	}
+	for _, n := range names {
+		link, err := netlink.LinkByName(n)
+		if err != nil {
+			close(done)
+			return fmt.Errorf("interface %s: %w", n, err)
+		}
+		report(link.Attrs())
+	}
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case u, ok := <-ch:
+				if !ok {
+					onErr(errors.New("link updates: netlink subscription closed"))
+					return
+				}
+				report(u.Attrs())
+			}
+		}
+	}()
+	return nil
+}
+
+// SetUp brings an exception path's TAP up or down: down, the kernel
+// withdraws the routes through it and forgets its neighbours, as it
+// would for a NIC that lost its link.
+func SetUp(name string, up bool) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("exception path %s: %w", name, err)
+	}
+	if up {
+		return netlink.LinkSetUp(link)
+	}
+	return netlink.LinkSetDown(link)
+}

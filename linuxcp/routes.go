@@ -189,3 +189,31 @@ func routeChange(r netlink.Route, gone bool, table int, ports map[int]string) (R
 	}
 	return c, true
 }
+
+// DumpRoutes is the kernel table's routes through the interfaces now,
+// as FollowRoutes reports them. The kernel sends no withdrawal for the
+// IPv4 routes it flushes when an interface goes down: a follower reads
+// the table again then.
+func DumpRoutes(ifcs []Interface, table int) ([]RouteChange, error) {
+	ports := map[int]string{}
+	for _, ifc := range ifcs {
+		link, err := netlink.LinkByName(ifc.Name)
+		if err != nil {
+			return nil, fmt.Errorf("exception path %s: %w", ifc.Name, err)
+		}
+		ports[link.Attrs().Index] = ifc.Port
+	}
+	var out []RouteChange
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rs, err := netlink.RouteListFiltered(fam, &netlink.Route{Table: table}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return nil, fmt.Errorf("routing table %d: %w", table, err)
+		}
+		for _, r := range rs {
+			if c, ok := routeChange(r, false, table, ports); ok && !c.Gone {
+				out = append(out, c)
+			}
+		}
+	}
+	return out, nil
+}

@@ -577,3 +577,62 @@ func TestNetnsPFC(t *testing.T) {
 		t.Errorf("host B's PFC for priority 3: %+v, want 30 XOFF received and paused time", pb)
 	}
 }
+
+// A port's wire goes down and comes back while host A pings through:
+// roce-fwd takes the port's TAP down, the kernel withdraws the routes and
+// neighbours through it, and roce-fwd follows; with the link back and the
+// route put back (as a routing daemon would), pings go through again.
+// Every packet is accounted for: forwarded, or counted under a reason.
+func TestNetnsLinkDown(t *testing.T) {
+	n := newNetnsRig(t)
+	n.must(n.b, "ip", "addr", "add", "10.99.0.1/32", "dev", "lo")
+	n.start("io", "[kernel]", "routes = true")
+	for try := 0; try < 5; try++ {
+		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
+			break
+		}
+	}
+	n.must(n.r, "ip", "route", "add", "10.99.0.0/16", "via", "10.71.2.2")
+	var fib fibJSON
+	n.waitFIB(&fib, "10.99.0.1", 5*time.Second, func() bool { return len(fib.Routes) == 1 })
+	if out, err := n.ns(n.a, "ping", "-c", "3", "-i", "0.1", "-W", "2", "10.99.0.1"); err != nil {
+		t.Fatalf("ping before the link goes down: %v\n%s", err, out)
+	}
+	n.must(n.b, "ip", "link", "set", "h0", "down")
+	n.waitFIB(&fib, "10.99.0.1", 5*time.Second, func() bool { return len(fib.Routes) == 0 })
+	if out, _ := n.ns(n.r, "ip", "link", "show", "pb"); !strings.Contains(out, "state DOWN") {
+		t.Errorf("port pb's TAP after its link went down:\n%s", out)
+	}
+	// Pings now have no route: dropped and counted.
+	n.ns(n.a, "ping", "-c", "3", "-i", "0.1", "-W", "1", "10.99.0.1")
+	n.must(n.b, "ip", "link", "set", "h0", "up")
+	n.must(n.b, "ip", "route", "replace", "default", "via", "10.71.2.1") // host B's kernel flushed it too
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, _ := n.ns(n.r, "ip", "link", "show", "pb")
+		if strings.Contains(out, "state UP") || strings.Contains(out, "state UNKNOWN") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("port pb's TAP after its link came back:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	n.must(n.r, "ip", "route", "replace", "10.99.0.0/16", "via", "10.71.2.2")
+	n.waitFIB(&fib, "10.99.0.1", 5*time.Second, func() bool { return len(fib.Routes) == 1 })
+	var out string
+	var err error
+	for try := 0; try < 5; try++ {
+		if out, err = n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.99.0.1"); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("ping after the link came back: %v\n%s", err, out)
+	}
+	var f fwdJSON
+	n.daemon.consoleJSON(&f, "show", "fwd", "stats", "all")
+	if f.Drops["no_route"] == 0 {
+		t.Errorf("drops %v: the pings while the link was down should be no_route", f.Drops)
+	}
+}
