@@ -24,6 +24,8 @@ import (
 	"roce-fwd/pcidev"
 	"roce-fwd/qpstats"
 	"roce-fwd/telemetry"
+
+	"golang.org/x/sys/unix"
 )
 
 // loadConfig reads --config, or builds the embedded default whose demo
@@ -61,6 +63,24 @@ func cmdRun(args []string, log *slog.Logger) int {
 	cpuProfile := fs.String("cpu-profile", "", "write a Go CPU profile of the whole run, worker lcores included, to this file (pprof; `make pgo` builds with it)")
 	if rc := parseFlags(fs, args); rc >= 0 {
 		return rc
+	}
+	// What can be refused before EAL starts is refused now, not after the
+	// run.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"duration", *duration}, {"stats-period", *period}} {
+		if d.v < 0 {
+			fmt.Fprintf(os.Stderr, "roce-fwd run: --%s %v: must not be negative (0: %s)\n", d.name, d.v,
+				map[string]string{"duration": "run until SIGINT/SIGTERM", "stats-period": "statistics only at the end"}[d.name])
+			return exitUsage
+		}
+	}
+	if *statsJSON != "" {
+		if err := writable(*statsJSON); err != nil {
+			fmt.Fprintf(os.Stderr, "roce-fwd run: --stats-json %s: %v\n", *statsJSON, err)
+			return exitUsage
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -256,6 +276,29 @@ func cmdConsole(args []string, _ *slog.Logger) int {
 		return 1
 	}
 	return 0
+}
+
+// writable reports why path could not be written (created, or
+// overwritten) now.
+func writable(path string) error {
+	if st, err := os.Stat(path); err == nil {
+		if st.IsDir() {
+			return errors.New("is a directory")
+		}
+		return unix.Access(path, unix.W_OK)
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("directory %s: %w", dir, errors.Unwrap(err))
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 func writeJSONFile(path string, rep daemon.Report) error {

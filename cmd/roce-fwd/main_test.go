@@ -233,6 +233,26 @@ func TestRunStopsOnSIGINT(t *testing.T) {
 	}
 }
 
+// What run can refuse before EAL starts, it refuses at once with exit 2:
+// a negative duration or stats period, a --stats-json path that cannot be
+// written (found only at exit before).
+func TestRunRefusesBadFlagsAtStart(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--duration", "-5s"}, "--duration -5s: must not be negative"},
+		{[]string{"--stats-period", "-1s", "--duration", "1s"}, "--stats-period -1s: must not be negative"},
+		{[]string{"--stats-json", "/nonexistent-dir/stats.json", "--duration", "1s"}, "--stats-json /nonexistent-dir/stats.json: directory /nonexistent-dir"},
+		{[]string{"--stats-json", t.TempDir(), "--duration", "1s"}, "is a directory"},
+	} {
+		r := run(t, append([]string{"run"}, c.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "starting EAL") {
+			t.Errorf("run %v: exit %d, stderr:\n%s\nwant exit 2 with %q before EAL starts", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
+
 func TestRunBadVdevFailsClearly(t *testing.T) {
 	cfg := writeFile(t, "bad.toml", fmt.Sprintf(`[eal]
 args = %s
