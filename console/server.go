@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"log/slog"
 	"net"
@@ -53,9 +54,8 @@ func Listen(path string, sh *Shell, log *slog.Logger) (*Server, error) {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("console socket %s: exists and is not a socket; remove it or set [console] socket", path)
 		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("console socket %s: another roce-fwd is listening on it; set [console] socket to another path", path)
+		if err := CheckSocket(path); err != nil {
+			return nil, err
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, fmt.Errorf("console socket %s: removing the stale socket: %w", path, err)
@@ -74,6 +74,28 @@ func Listen(path string, sh *Shell, log *slog.Logger) (*Server, error) {
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
+}
+
+// CheckSocket reports a live daemon answering on the console socket at
+// path, with its PID: a second daemon configured with it must not start
+// (it could not be controlled). A missing or stale socket is no error.
+func CheckSocket(path string) error {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	who := "another roce-fwd"
+	if uc, ok := c.(*net.UnixConn); ok {
+		if raw, err := uc.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) {
+				if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+					who = fmt.Sprintf("another roce-fwd (pid %d)", cred.Pid)
+				}
+			})
+		}
+	}
+	return fmt.Errorf("console socket %s: %s is listening on it; stop it, or set [console] socket to another path", path, who)
 }
 
 // Path is where the server listens.

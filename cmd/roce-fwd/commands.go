@@ -104,6 +104,14 @@ func cmdRun(args []string, log *slog.Logger) int {
 		return exitUsage
 	}
 	defer cleanup()
+	// A live daemon on the console socket: refused before EAL takes the
+	// ports, not found after.
+	if path := cfg.Console.Socket; path != "" {
+		if err := console.CheckSocket(path); err != nil {
+			fmt.Fprintln(os.Stderr, "roce-fwd:", err)
+			return 1
+		}
+	}
 	log.Info("roce-fwd starting", "version", buildVersion(), "config", cfg.File, "mode", cfg.Pipeline.Mode)
 
 	// Signals first: a SIGINT while EAL and the ports come up (seconds on
@@ -160,12 +168,13 @@ func startControl(ctx context.Context, d *daemon.Daemon, sh *console.Shell, cfg 
 	if path := cfg.Console.Socket; path != "" {
 		srv, err := console.Listen(path, sh, log)
 		if err != nil {
-			// The daemon still forwards; only remote attach is lost.
-			log.Warn("no console socket: roce-fwd console cannot attach", "err", err)
-		} else {
-			log.Info("console listening", "socket", srv.Path())
-			closers = append(closers, func() { srv.Close() })
+			// A daemon nobody can attach to is not started (as for a
+			// telemetry address in use).
+			closeAll()
+			return nil, err
 		}
+		log.Info("console listening", "socket", srv.Path())
+		closers = append(closers, func() { srv.Close() })
 	}
 	if addr := cfg.Telemetry.Listen; addr != "" {
 		srv, err := telemetry.Serve(ctx, addr, d.Snapshot, log)

@@ -560,3 +560,18 @@ func TestRunInteractive(t *testing.T) {
 		t.Errorf("exit: %v\n%s", err, stderr.String())
 	}
 }
+
+// A second daemon configured with a live daemon's console socket refuses
+// to start, naming the other's PID, before it takes any port; the first
+// keeps its console.
+func TestRunRefusesALiveConsoleSocket(t *testing.T) {
+	r := startDaemon(t, "", "")
+	second := run(t, "run", "--config", r.cfgPath, "--duration", "1s")
+	want := fmt.Sprintf("another roce-fwd (pid %d) is listening on it", r.cmd.Process.Pid)
+	if second.code != 1 || !strings.Contains(second.stderr, want) || strings.Contains(second.stderr, "starting EAL") {
+		t.Errorf("second daemon: exit %d, stderr:\n%s\nwant exit 1 with %q before EAL", second.code, second.stderr, want)
+	}
+	if res := r.console("show", "fwd", "stats", "all"); res.code != 0 {
+		t.Errorf("the first daemon's console after the refusal: exit %d: %s", res.code, res.stderr)
+	}
+}
