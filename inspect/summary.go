@@ -41,6 +41,9 @@ func (s *Summary) WriteText(w io.Writer, topN int) {
 		}
 		tw.Flush()
 	}
+	if c.PFC+c.Pause+c.MACCtlOther > 0 {
+		fmt.Fprintf(w, "  MAC control (0x8808): PFC %d, PAUSE %d, other opcodes or too short %d\n", c.PFC, c.Pause, c.MACCtlOther)
+	}
 	if n := c.MalformedTotal(); n > 0 {
 		fmt.Fprintf(w, "  malformed by reason:\n")
 		for r := range c.Malformed {

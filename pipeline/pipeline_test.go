@@ -329,7 +329,8 @@ func TestHistBucket(t *testing.T) {
 }
 
 // PFC and PAUSE frames are for the port's MAC: consumed and counted in
-// every mode, never forwarded.
+// every mode, never forwarded. Other untagged 0x8808 frames (another
+// opcode, or too short) are not forwarded either, and counted apart.
 func TestMACControlConsumedInEveryMode(t *testing.T) {
 	pfc := make([]byte, 60)
 	if _, err := roce.BuildPFC(pfc, roce.MAC{2, 0, 0, 0, 0, 1}, 1<<3, [8]uint16{3: 100}); err != nil {
@@ -342,13 +343,16 @@ func TestMACControlConsumedInEveryMode(t *testing.T) {
 	// MAC control frames are never VLAN-tagged: a tagged 0x8808 frame is
 	// forwarded like any other, in every mode.
 	tagged := append(append(append([]byte{}, pause[:12]...), 0x81, 0x00, 0x00, 0x03), pause[12:]...)
+	other := append([]byte{}, pause...)
+	other[14], other[15] = 0x00, 0x02 // opcode 2 (GATE, EPON): neither PAUSE nor PFC
+	short := append([]byte{}, pause[:15]...)
 	for _, mode := range []string{"io", "mac", "roce"} {
 		t.Run(mode, func(t *testing.T) {
 			frames := testenv.Frames(20)
-			frames = append(frames[:10:10], append([][]byte{pfc, pause, tagged}, frames[10:]...)...)
+			frames = append(frames[:10:10], append([][]byte{pfc, pause, tagged, other, short}, frames[10:]...)...)
 			run := forwardPcap(t, mode, frames)
-			if d := run.p.Drops(); d["mac_control"] != 2 {
-				t.Errorf("mac_control drops %d, want 2 (%v)", d["mac_control"], d)
+			if d := run.p.Drops(); d["mac_control"] != 2 || d["mac_control_other"] != 2 {
+				t.Errorf("mac_control drops %d, want 2; mac_control_other %d, want 2 (%v)", d["mac_control"], d["mac_control_other"], d)
 			}
 			if got := run.finish(t); len(got) != 21 {
 				t.Errorf("%d frames out, want the 20 that are not flow control and the tagged 0x8808 one", len(got))

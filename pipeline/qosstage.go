@@ -340,6 +340,14 @@ func dropReasonOf(r qos.Reason, lossless bool) Reason {
 // path: it pauses the port's egress (when QoS runs, which classified the
 // frame: b.res[j] says what it is) and is counted, never forwarded.
 func (w *Worker) consumeMAC(b *burst, j int, frame []byte) {
+	if frame == nil {
+		frame = b.pkts[j].Data() // io and mac modes read only the EtherType
+	}
+	kind := roce.MACCtlOf(frame)
+	if kind != roce.MACCtlPFC && kind != roce.MACCtlPause {
+		b.drop(j, DropMACControlOther)
+		return
+	}
 	b.drop(j, DropMACControl)
 	qs := w.qs
 	if qs == nil {
@@ -353,6 +361,7 @@ func (w *Worker) consumeMAC(b *burst, j int, frame []byte) {
 		}
 	}
 	r := &b.res[j]
+	r.MACCtl = kind // io and mac modes did not classify the frame
 	req, ok := roce.ParseMACControl(frame, r)
 	if !ok {
 		return

@@ -32,6 +32,7 @@ const (
 	DropNeighborUnresolved
 	DropPuntLimit
 	DropLinkLocal
+	DropMACControlOther
 	NumReasons
 )
 
@@ -71,6 +72,7 @@ var Reasons = [NumReasons]ReasonInfo{
 	DropNeighborUnresolved: {"neighbor_unresolved", "route", "the next hop's (or a connected destination's) MAC address is not known"},
 	DropPuntLimit:          {"punt_limit", "route", "for the kernel's exception path, over its reason's [kernel] punt_rate"},
 	DropLinkLocal:          {"link_local", "route", "to an IPv6 link-local or multicast, or IPv4 multicast or broadcast address (for the kernel's exception path)"},
+	DropMACControlOther:    {"mac_control_other", "classify", "an untagged 0x8808 MAC control frame that is neither PAUSE nor PFC (another opcode, or too short): never forwarded, as no MAC control frame is"},
 }
 
 func (r Reason) String() string {

@@ -85,6 +85,15 @@ func (k MACCtl) String() string {
 	return "macctl-" + strconv.Itoa(int(k))
 }
 
+// MACCtlOf sorts an Ethernet frame as Classify does: MACCtlNone unless
+// EtherType 0x8808 follows the addresses.
+func MACCtlOf(frame []byte) MACCtl {
+	if len(frame) < EthernetHeaderLen || binary.BigEndian.Uint16(frame[12:]) != EtherTypeMACControl {
+		return MACCtlNone
+	}
+	return macCtlKind(frame[EthernetHeaderLen:])
+}
+
 // macCtlKind sorts the MAC control payload p of an untagged frame.
 func macCtlKind(p []byte) MACCtl {
 	if len(p) < MACControlOpcodeOffset+2 {

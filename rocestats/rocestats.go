@@ -12,18 +12,19 @@ import (
 
 // Counters for one port (or one capture). Plain fields: one writer.
 type Counters struct {
-	RoCEBytes  uint64
-	OtherBytes uint64      // of every frame that is not RoCEv2, malformed ones included
-	Other      uint64      // well-formed frames that are not RoCEv2
-	IPv6       uint64      // RoCEv2 over IPv6
-	Opcodes    [256]uint64 // RoCEv2 frames by BTH opcode
-	ECN        [4]uint64   // RoCEv2 frames by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE
-	ICRCOK     uint64
-	ICRCBad    uint64
-	Malformed  [roce.NumReasons]uint64 // by reason; ICRC failures are in ICRCBad
-	PFC        uint64
-	Pause      uint64
-	TC         [8]uint64 // every frame by traffic class
+	RoCEBytes   uint64
+	OtherBytes  uint64      // of every frame that is not RoCEv2, malformed ones included
+	Other       uint64      // well-formed frames that are not RoCEv2
+	IPv6        uint64      // RoCEv2 over IPv6
+	Opcodes     [256]uint64 // RoCEv2 frames by BTH opcode
+	ECN         [4]uint64   // RoCEv2 frames by ECN codepoint: Not-ECT, ECT(1), ECT(0), CE
+	ICRCOK      uint64
+	ICRCBad     uint64
+	Malformed   [roce.NumReasons]uint64 // by reason; ICRC failures are in ICRCBad
+	PFC         uint64
+	Pause       uint64
+	MACCtlOther uint64    // untagged 0x8808 frames that are neither PFC nor PAUSE
+	TC          [8]uint64 // every frame by traffic class
 }
 
 // Add counts one classified frame of frameLen bytes. What can be derived
@@ -51,6 +52,9 @@ func (c *Counters) Add(frame []byte, r *roce.Result, frameLen int) {
 	case r.MACCtl == roce.MACCtlPause:
 		c.Other++
 		c.Pause++
+	case r.MACCtl == roce.MACCtlOther:
+		c.Other++
+		c.MACCtlOther++
 	default:
 		c.Other++
 	}
@@ -128,6 +132,7 @@ func (c *Counters) each(o *Counters, f func(a *uint64, b uint64)) {
 	}
 	f(&c.PFC, o.PFC)
 	f(&c.Pause, o.Pause)
+	f(&c.MACCtlOther, o.MACCtlOther)
 	for i := range c.TC {
 		f(&c.TC[i], o.TC[i])
 	}
