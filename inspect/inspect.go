@@ -60,7 +60,9 @@ func ptr[T any](v T) *T { return &v }
 
 // Describe turns a classified frame into its JSON object.
 func Describe(index int, frame []byte, r *roce.Result) Frame {
-	f := Frame{Index: index, RoCE: r.RoCE && r.Err == roce.ReasonNone, TC: int(r.TC), CNP: r.CNP}
+	// A frame whose ICRC is wrong is still RoCEv2 (Wireshark shows it as
+	// such, and the counters count it so): "icrc" and "error" say the rest.
+	f := Frame{Index: index, RoCE: r.RoCE && (r.Err == roce.ReasonNone || r.Err == roce.ErrBadICRC), TC: int(r.TC), CNP: r.CNP}
 	if r.IPVersion != 0 {
 		f.IPVersion = ptr(int(r.IPVersion))
 		f.DSCP = ptr(int(r.DSCP))
