@@ -1,6 +1,10 @@
 package config
 
-import "strings"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Kernel is the exception path to the Linux kernel: for each routed port
 // that gets one, a TAP interface named after the port, with its MAC and
@@ -47,6 +51,42 @@ func (c *Config) KernelPorts() []int {
 		}
 	}
 	return out
+}
+
+// KernelSuffix names a port's exception-path TAP port ("up0.kernel"); the
+// kernel interface itself takes the port's name.
+const KernelSuffix = ".kernel"
+
+// PortsWithKernel is the ports the daemon opens: the file's, then a TAP
+// port for each port with an exception path (one rx queue, which the
+// workers poll, and one tx queue, which the kernel pump uses).
+func (c *Config) PortsWithKernel() []Port {
+	out := slices.Clone(c.Ports)
+	off := false
+	for k, i := range c.KernelPorts() {
+		p := c.Ports[i]
+		out = append(out, Port{
+			Name: p.Name + KernelSuffix, Vdev: fmt.Sprintf("net_tap%d,iface=%s", 90+k, p.Name),
+			RxQueues: 1, TxQueues: 1, RxDesc: 256, TxDesc: 512, Socket: p.Socket,
+			Promiscuous: &off, PeerMAC: "02:00:00:00:00:ff", Line: p.Line,
+		})
+	}
+	return out
+}
+
+// MbufDemand counts, per socket (socketOf gives a port's), the mbufs that
+// the ports' rx and tx rings, the workers' bursts and the lcore caches can
+// hold at once: the pool of a socket must be at least that.
+func (c *Config) MbufDemand(socketOf func(Port) int, workers int) map[int]int {
+	d := map[int]int{}
+	for _, p := range c.Ports {
+		d[socketOf(p)] += p.RxQueues*p.RxDesc + p.TxQueues*p.TxDesc
+	}
+	for s := range d {
+		// Each worker holds a received burst, a tx burst per port and a drop list.
+		d[s] += workers*c.Pipeline.Burst*(len(c.Ports)+2) + (workers+1)*c.Mempool.Cache
+	}
+	return d
 }
 
 func validateKernel(c *checker, cfg *Config) {

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,9 +174,52 @@ func validateMempool(c *checker, cfg *Config) {
 				mbLine = c.loc.line(root.key("port").index(i).key("rx_desc"))
 			}
 			c.errorAt(mbLine, mb, "%d is too few for port %q: its RX rings alone hold %d mbufs (rx_queues × rx_desc)", m.Mbufs, pt.Name, need)
-			break
+			return
 		}
 	}
+	// What run checks once the ports are probed, checked here where the
+	// ports' sockets are known without EAL: virtual devices all share the
+	// main lcore's, a port with socket set has that one. (A PCI port's
+	// socket comes from sysfs: run checks those.)
+	if len(c.errs) > 0 || cfg.Pipeline.Burst < 1 {
+		return // the sums of values already refused mean nothing
+	}
+	x := *cfg
+	x.Ports = cfg.PortsWithKernel()
+	pci := 0
+	demand := x.MbufDemand(func(pt Port) int {
+		switch {
+		case pt.Socket >= 0:
+			return pt.Socket
+		case pt.PCI == "":
+			return -1 // the virtual devices' socket
+		}
+		pci++
+		return -1 - pci // unknown: each on its own
+	}, cfg.workers())
+	for s, need := range demand {
+		if s >= -1 && need > m.Mbufs {
+			where := "the virtual devices' socket"
+			if s >= 0 {
+				where = fmt.Sprintf("socket %d", s)
+			}
+			c.errorAt(mbLine, mb, "%d is too few for %s: its rx/tx rings, bursts and lcore caches can hold %d mbufs at once; set mbufs to at least %d", m.Mbufs, where, need, need)
+			return
+		}
+	}
+}
+
+// workers is how many worker lcores the EAL arguments give: the lcores
+// listed in [pipeline] lcores, else every EAL lcore but the main one.
+func (c *Config) workers() int {
+	if n := len(c.Pipeline.Lcores); n > 0 {
+		return n
+	}
+	all, _, _ := c.EAL.Lcores()
+	if len(all) == 0 {
+		return max(runtime.NumCPU()-1, 1) // EAL takes every CPU
+	}
+	return max(len(all)-1, 1)
 }
 
 func validateRoCE(c *checker, cfg *Config) {

@@ -192,7 +192,7 @@ func (d *Daemon) bringUp() error {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	d.Flows = flows
-	set, err := ports.OpenWith(portsConfig(cfg, len(workers)), len(workers), d.probeFlows)
+	set, err := ports.OpenWith(portsConfig(cfg), len(workers), d.probeFlows)
 	if err != nil {
 		return err
 	}

@@ -235,7 +235,7 @@ func TestApplyConfigRefusesRestartChanges(t *testing.T) {
 	}
 
 	next := parseConfig(t, strings.Replace(applyBase, `vdev = "net_null1"`, "vdev = \"net_null1\"\nrx_desc = 512\n", 1)+
-		"[mempool]\nmbufs = 4095\n[roce]\nverify_icrc = false\n")
+		"[mempool]\nmbufs = 8191\n[roce]\nverify_icrc = false\n")
 	changes, err = d.ApplyConfig(next)
 	if err == nil || changes != nil {
 		t.Fatalf("applied %v", changes)
@@ -245,7 +245,7 @@ func TestApplyConfigRefusesRestartChanges(t *testing.T) {
 		t.Errorf("error %q", msg)
 	}
 	lines := strings.Split(msg, "\n")[1:]
-	want := []string{"  port[1].rx_desc: 1024 → 512", "  mempool.mbufs: 16383 → 4095"}
+	want := []string{"  port[1].rx_desc: 1024 → 512", "  mempool.mbufs: 16383 → 8191"}
 	for _, w := range want {
 		if !slices.Contains(lines, w) {
 			t.Errorf("error lacks %q:\n%s", w, msg)

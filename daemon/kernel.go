@@ -18,29 +18,14 @@ import (
 
 type routingNeighbor = routing.NeighborInfo
 
-// kernelSuffix names a port's exception-path TAP port ("up0.kernel"); the
-// kernel interface itself takes the port's name.
-const kernelSuffix = ".kernel"
-
-// portsConfig is the config the port set opens: the file's ports, and a
-// TAP port for each port with an exception path (one tx queue, which
-// the kernel pump uses).
-func portsConfig(cfg *config.Config, workers int) *config.Config {
-	kp := cfg.KernelPorts()
-	if len(kp) == 0 {
+// portsConfig is the config the port set opens: the file's ports and
+// the exception paths' TAP ports.
+func portsConfig(cfg *config.Config) *config.Config {
+	if len(cfg.KernelPorts()) == 0 {
 		return cfg
 	}
 	out := *cfg
-	out.Ports = slices.Clone(cfg.Ports)
-	off := false
-	for k, i := range kp {
-		p := cfg.Ports[i]
-		out.Ports = append(out.Ports, config.Port{
-			Name: p.Name + kernelSuffix, Vdev: fmt.Sprintf("net_tap%d,iface=%s", 90+k, p.Name),
-			RxQueues: 1, TxQueues: 1, RxDesc: 256, TxDesc: 512, Socket: -1, // one tx queue: the pump's
-			Promiscuous: &off, PeerMAC: "02:00:00:00:00:ff", Line: p.Line,
-		})
-	}
+	out.Ports = cfg.PortsWithKernel()
 	return &out
 }
 
@@ -52,7 +37,7 @@ func (d *Daemon) setUpKernel(set *ports.Set) (map[uint16]uint16, []linuxcp.Inter
 	for _, i := range d.Cfg.KernelPorts() {
 		pc := d.Cfg.Ports[i]
 		phys, _ := set.ByName(pc.Name)
-		tap, ok := set.ByName(pc.Name + kernelSuffix)
+		tap, ok := set.ByName(pc.Name + config.KernelSuffix)
 		if phys == nil || !ok {
 			return nil, nil, fmt.Errorf("%s:%d: port %s: its exception path did not come up", d.Cfg.File, pc.Line, pc.Name)
 		}

@@ -43,19 +43,11 @@ type Set struct {
 	Pools map[int]*dpdk.Mempool
 }
 
-// MbufDemand counts, per socket, the mbufs rx rings, tx rings, worker
-// bursts and lcore caches can pin at the same time.
+// MbufDemand is cfg.MbufDemand for a pipeline burst of burst packets.
 func MbufDemand(cfg *config.Config, socketOf func(config.Port) int, workers, burst int) map[int]int {
-	d := map[int]int{}
-	for _, p := range cfg.Ports {
-		s := socketOf(p)
-		d[s] += p.RxQueues*p.RxDesc + p.TxQueues*p.TxDesc
-	}
-	for s := range d {
-		// Each worker holds a received burst, a tx burst per port and a drop list.
-		d[s] += workers*burst*(len(cfg.Ports)+2) + (workers+1)*cfg.Mempool.Cache
-	}
-	return d
+	c := *cfg
+	c.Pipeline.Burst = burst
+	return c.MbufDemand(socketOf, workers)
 }
 
 // Open probes and starts every port of cfg. EAL must be running. workers
