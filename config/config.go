@@ -214,6 +214,9 @@ func escapeBasic(s string) string {
 // All semantic problems are reported together, but a TOML syntax error is
 // reported alone since nothing after it can be trusted.
 func Parse(name string, data []byte) (*Config, error) {
+	if line, why := checkShape(data); line > 0 {
+		return nil, Errors{{File: name, Line: line, Key: "syntax", Msg: why}}
+	}
 	var raw map[string]any
 	if err := toml.Unmarshal(data, &raw); err != nil {
 		return nil, syntaxError(name, data, err)

@@ -481,3 +481,55 @@ func unescape(s string) string {
 	}
 	return b.String()
 }
+
+// Limits on a config file's shape, checked before it is parsed: TOML
+// itself has none, and a small file of deeply nested arrays would cost
+// the locator (and the decoder) time and memory quadratic in the depth.
+const (
+	maxFileSize = 64 << 20 // bytes: 1M [[route]] tables are ~75 MB: use route load for those
+	maxNesting  = 32       // arrays and inline tables inside each other
+)
+
+// checkShape reports the line where data goes beyond the limits, with
+// why, or 0. It skips strings and comments the way TOML reads them.
+func checkShape(data []byte) (int, string) {
+	if len(data) > maxFileSize {
+		return 1, "the file is " + strconv.Itoa(len(data)) + " bytes, more than the " + strconv.Itoa(maxFileSize) + " a config may have"
+	}
+	line, depth := 1, 0
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; c {
+		case '\n':
+			line++
+		case '#':
+			for i < len(data) && data[i] != '\n' {
+				i++
+			}
+			i--
+		case '"', '\'':
+			// A string: basic or literal, single- or multi-line.
+			q := string(c)
+			if i+2 < len(data) && data[i+1] == c && data[i+2] == c {
+				q = strings.Repeat(q, 3)
+			}
+			i += len(q)
+			for i < len(data) && !strings.HasPrefix(string(data[i:min(i+len(q), len(data))]), q) {
+				if data[i] == '\n' {
+					line++
+				}
+				if data[i] == '\\' && c == '"' {
+					i++
+				}
+				i++
+			}
+			i += len(q) - 1
+		case '[', '{':
+			if depth++; depth > maxNesting {
+				return line, "arrays or inline tables nested more than " + strconv.Itoa(maxNesting) + " deep"
+			}
+		case ']', '}':
+			depth = max(depth-1, 0)
+		}
+	}
+	return 0, ""
+}

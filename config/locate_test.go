@@ -112,3 +112,24 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A small file of deeply nested arrays is refused at once, at the line
+// where it goes too deep, instead of costing time and memory quadratic in
+// the depth; ordinary nesting and brackets inside strings and comments
+// are fine.
+func TestDeepNestingRefused(t *testing.T) {
+	deep := "x = " + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "\n"
+	_, err := Parse("t.toml", src(append(append([]string{}, valid...), deep)...))
+	if err == nil || !strings.Contains(err.Error(), "t.toml:10: syntax: arrays or inline tables nested more than 32 deep") {
+		t.Errorf("got %v", err)
+	}
+	ok := append(append([]string{}, valid...),
+		`# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ in a comment`,
+		`[console]`,
+		`socket = "/run/[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[/console.sock" # ]]]]`,
+		"history = '''[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[['''",
+	)
+	if _, err := Parse("t.toml", src(ok...)); err != nil {
+		t.Errorf("brackets in strings and comments: %v", err)
+	}
+}
