@@ -78,6 +78,7 @@ type Port struct {
 	// lengths: a port with addresses is routed (see Routing).
 	Addresses []string `toml:"addresses,omitempty"`
 	Line      int      `toml:"-"` // line of the [[port]] header, for later errors
+	VdevLine  int      `toml:"-"` // line of its vdev key (the header's when absent)
 }
 
 func (p *Port) setDefaults() {
@@ -232,6 +233,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	c.decode(nil, raw, cv)
 	for i := range cfg.Ports {
 		cfg.Ports[i].Line = c.loc.line(path{}.key("port").index(i))
+		cfg.Ports[i].VdevLine = c.loc.line(path{}.key("port").index(i).key("vdev"))
 	}
 	for i := range cfg.Forward {
 		cfg.Forward[i].Line = c.loc.line(path{}.key("forward").index(i))
@@ -299,7 +301,7 @@ func (c *Config) Copy() (*Config, error) {
 	out.File = c.File
 	for i := range out.Ports {
 		if i < len(c.Ports) && out.Ports[i].Name == c.Ports[i].Name {
-			out.Ports[i].Line = c.Ports[i].Line
+			out.Ports[i].Line, out.Ports[i].VdevLine = c.Ports[i].Line, c.Ports[i].VdevLine
 		}
 	}
 	for i := range out.Forward {

@@ -151,7 +151,7 @@ func equalIgnoringSource(a, b *Config) bool {
 		s.File = ""
 		s.Ports = append([]Port(nil), c.Ports...)
 		for i := range s.Ports {
-			s.Ports[i].Line = 0
+			s.Ports[i].Line, s.Ports[i].VdevLine = 0, 0
 		}
 		s.Forward = append([]Forward(nil), c.Forward...)
 		for i := range s.Forward {

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -118,6 +121,47 @@ func validatePorts(c *checker, cfg *Config) {
 			c.errorf(key("peer_mac"), "%q is not a MAC address like \"02:00:00:00:00:01\"", pt.PeerMAC)
 		}
 	}
+}
+
+// CheckFiles checks the files the ports' vdevs name, on this machine:
+// each net_pcap rx_pcap must be a readable file and each tx_pcap's
+// directory must exist (EAL would report a missing one as an unrelated
+// errno). validate and run call it; Parse does not, so that a config can
+// be checked, and its running copy handled, away from its files.
+func (cfg *Config) CheckFiles() error {
+	var es Errors
+	for i, pt := range cfg.Ports {
+		drv, args, _ := strings.Cut(pt.Vdev, ",")
+		if !strings.HasPrefix(drv, "net_pcap") && !strings.HasPrefix(drv, "eth_pcap") {
+			continue
+		}
+		bad := func(format string, a ...any) {
+			es = append(es, &Error{File: cfg.File, Line: pt.VdevLine, Key: root.key("port").index(i).key("vdev").String(), Msg: fmt.Sprintf(format, a...)})
+		}
+		for _, kv := range strings.Split(args, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "rx_pcap":
+				if st, err := os.Stat(v); err != nil {
+					bad("rx_pcap %s: %v", v, errors.Unwrap(err))
+				} else if st.IsDir() {
+					bad("rx_pcap %s: is a directory, not a capture", v)
+				} else if f, err := os.Open(v); err != nil {
+					bad("rx_pcap %s: %v", v, errors.Unwrap(err))
+				} else {
+					f.Close()
+				}
+			case "tx_pcap":
+				if st, err := os.Stat(filepath.Dir(v)); err != nil || !st.IsDir() {
+					bad("tx_pcap %s: directory %s does not exist", v, filepath.Dir(v))
+				}
+			}
+		}
+	}
+	if len(es) == 0 {
+		return nil
+	}
+	return es
 }
 
 // normalisePCI returns addr as "dddd:bb:dd.f" in lower case.

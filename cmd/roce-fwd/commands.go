@@ -104,6 +104,10 @@ func cmdRun(args []string, log *slog.Logger) int {
 		return exitUsage
 	}
 	defer cleanup()
+	if err := cfg.CheckFiles(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return exitUsage
+	}
 	// A live daemon on the console socket: refused before EAL takes the
 	// ports, not found after.
 	if path := cfg.Console.Socket; path != "" {
@@ -333,6 +337,9 @@ func cmdValidate(args []string, _ *slog.Logger) int {
 		return exitUsage
 	}
 	cfg, err := config.Load(*cfgPath)
+	if err == nil {
+		err = cfg.CheckFiles()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return exitUsage
