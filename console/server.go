@@ -128,7 +128,7 @@ func (s *Server) serve(c net.Conn) {
 		c.Close()
 	}()
 	in := bufio.NewScanner(c)
-	in.Buffer(make([]byte, 64<<10), 1<<20)
+	in.Buffer(make([]byte, 64<<10), maxRequest)
 	enc := json.NewEncoder(c)
 	for in.Scan() {
 		var req request
@@ -153,7 +153,15 @@ func (s *Server) serve(c net.Conn) {
 			return
 		}
 	}
+	if errors.Is(in.Err(), bufio.ErrTooLong) {
+		// Say why before hanging up: the rest of the line cannot be
+		// told from the next request.
+		enc.Encode(reply{Error: fmt.Sprintf("request longer than %d bytes: connection closed", maxRequest)})
+	}
 }
+
+// maxRequest is the longest request line the console takes.
+const maxRequest = 1 << 20
 
 // Close stops accepting, disconnects the clients and removes the socket.
 func (s *Server) Close() error {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -33,5 +34,25 @@ func TestClientSeesDaemonGone(t *testing.T) {
 	}
 	if _, err := cl.Exec("help", false); !errors.Is(err, ErrDisconnected) {
 		t.Errorf("exec after the server closed: %v, want ErrDisconnected", err)
+	}
+}
+
+// A request line over the limit gets an error reply saying so before the
+// server hangs up, rather than a bare close.
+func TestOverlongRequestIsAnswered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.sock")
+	srv, err := Listen(path, newGrammar(nil), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cl, err := Dial(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	_, err = cl.Exec("show "+strings.Repeat("x", maxRequest), false)
+	if err == nil || !strings.Contains(err.Error(), "request longer than 1048576 bytes") {
+		t.Errorf("overlong request: %v", err)
 	}
 }
