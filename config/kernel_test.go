@@ -25,3 +25,27 @@ func TestMbufDemandIsValidated(t *testing.T) {
 		t.Errorf("just enough mbufs: %v", err)
 	}
 }
+
+// A duplicate port name is one error, at the second port; the forward
+// that names an unknown port lists each valid name once.
+func TestDuplicatePortNameOnce(t *testing.T) {
+	_, err := Parse("t.toml", src(
+		/* 1 */ `[[port]]`,
+		/* 2 */ `name = "a"`,
+		/* 3 */ `vdev = "net_null0"`,
+		/* 4 */ `[[port]]`,
+		/* 5 */ `name = "a"`,
+		/* 6 */ `vdev = "net_null1"`,
+		/* 7 */ `[[forward]]`,
+		/* 8 */ `from = "a"`,
+		/* 9 */ `to = "b"`,
+	))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, `t.toml:5: port[1].name: "a" is already the name of port[0] (line 1)`) ||
+		!strings.Contains(msg, `t.toml:9: forward[0].to: unknown port "b"; valid ports: "a"`+"\n") && !strings.HasSuffix(msg, `valid ports: "a"`) {
+		t.Errorf("errors:\n%s", msg)
+	}
+}

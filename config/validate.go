@@ -343,8 +343,8 @@ func validateForward(c *checker, cfg *Config) {
 	}
 	var names []string
 	for _, pt := range cfg.Ports {
-		if pt.Name != "" {
-			names = append(names, strconv.Quote(pt.Name))
+		if q := strconv.Quote(pt.Name); pt.Name != "" && !slices.Contains(names, q) { // a duplicate is reported once, at its port
+			names = append(names, q)
 		}
 	}
 	valid := "no port has a name yet"
