@@ -9,7 +9,6 @@ package linuxcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -117,6 +116,14 @@ func FollowNeighbors(ctx context.Context, ifcs []Interface, update func(Neighbor
 			}
 		}
 	}
+	follow(ctx, ch, done, "neighbour updates", onErr, func(u netlink.NeighUpdate) { report(u.Neigh, u.Type == unix.RTM_DELNEIGH) })
+	return nil
+}
+
+// follow hands each update of a netlink subscription to handle, on a
+// goroutine of its own, until ctx ends (then it closes done, which ends
+// the subscription) or the subscription closes (reported to onErr).
+func follow[T any](ctx context.Context, ch <-chan T, done chan struct{}, what string, onErr func(error), handle func(T)) {
 	go func() {
 		defer close(done)
 		for {
@@ -125,14 +132,13 @@ func FollowNeighbors(ctx context.Context, ifcs []Interface, update func(Neighbor
 				return
 			case u, ok := <-ch:
 				if !ok {
-					onErr(errors.New("neighbour updates: netlink subscription closed"))
+					onErr(fmt.Errorf("%s: netlink subscription closed", what))
 					return
 				}
-				report(u.Neigh, u.Type == unix.RTM_DELNEIGH)
+				handle(u)
 			}
 		}
 	}()
-	return nil
 }
 
 // FollowLinks reports the operational state of kernel interfaces (by
@@ -170,21 +176,7 @@ func FollowLinks(ctx context.Context, names []string, update func(name string, u
 		}
 		report(link.Attrs())
 	}
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case u, ok := <-ch:
-				if !ok {
-					onErr(errors.New("link updates: netlink subscription closed"))
-					return
-				}
-				report(u.Attrs())
-			}
-		}
-	}()
+	follow(ctx, ch, done, "link updates", onErr, func(u netlink.LinkUpdate) { report(u.Attrs()) })
 	return nil
 }
 

@@ -239,6 +239,28 @@ func (n *netnsRig) waitFIB(fib *fibJSON, addr string, wait time.Duration, ok fun
 	}
 }
 
+// resolve has host A ping host B until it answers: ARP on both sides,
+// and roce-fwd's neighbours learnt.
+func (n *netnsRig) resolve() {
+	for try := 0; try < 5; try++ {
+		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
+			return
+		}
+	}
+}
+
+// gatewayMAC is the MAC host A resolved for roce-fwd's address.
+func (n *netnsRig) gatewayMAC() string {
+	n.t.Helper()
+	neigh, _ := n.ns(n.a, "ip", "neigh", "show", "10.71.1.1")
+	f := strings.Fields(neigh)
+	i := slices.Index(f, "lladdr")
+	if i < 0 || i+1 >= len(f) {
+		n.t.Fatalf("host A has no MAC for its gateway: %q", neigh)
+	}
+	return f[i+1]
+}
+
 // sniff starts netns_roce.py's capture in a namespace and returns once
 // it says it is capturing; wait for the command to end.
 func (n *netnsRig) sniff(ns string, args ...string) *exec.Cmd {
@@ -286,11 +308,7 @@ func TestNetnsKernelRoutes(t *testing.T) {
 	n.must(n.b, "ip", "addr", "add", "10.99.0.1/32", "dev", "lo")
 	n.must(n.b, "ip", "addr", "add", "10.71.2.3/24", "dev", "h0")
 	n.start("io", "[kernel]", "routes = true")
-	for try := 0; try < 5; try++ { // ARP on both sides first
-		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
-			break
-		}
-	}
+	n.resolve()
 	var fib fibJSON
 	waitFIB := func(addr string, ok func() bool) {
 		t.Helper()
@@ -379,11 +397,7 @@ func TestNetnsBGP(t *testing.T) {
 	n.must(n.b, "ip", "addr", "add", "10.99.0.1/32", "dev", "lo")
 	n.must(n.b, "ip", "addr", "add", "10.71.2.3/24", "dev", "h0")
 	n.start("io", "[kernel]", "routes = true")
-	for try := 0; try < 5; try++ {
-		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
-			break
-		}
-	}
+	n.resolve()
 	// FRR keeps per-process directories in /var/tmp/frr: removed with
 	// the daemons, and the directory too if the test made it.
 	if _, err := os.Stat("/var/tmp/frr"); os.IsNotExist(err) {
@@ -468,18 +482,8 @@ func TestNetnsRoCE(t *testing.T) {
 	}
 	n := newNetnsRig(t)
 	n.start("roce")
-	for try := 0; try < 5; try++ {
-		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
-			break
-		}
-	}
-	neigh, _ := n.ns(n.a, "ip", "neigh", "show", "10.71.1.1")
-	f := strings.Fields(neigh)
-	i := slices.Index(f, "lladdr")
-	if i < 0 || i+1 >= len(f) {
-		t.Fatalf("host A has no MAC for its gateway: %q", neigh)
-	}
-	gwMAC := f[i+1]
+	n.resolve()
+	gwMAC := n.gatewayMAC()
 	portMAC, _ := n.ns(n.r, "cat", "/sys/class/net/"+n.bIf+"/address")
 	hostMAC, _ := n.ns(n.b, "cat", "/sys/class/net/h0/address")
 	script := filepath.Join("testdata", "netns_roce.py")
@@ -527,21 +531,12 @@ func TestNetnsPFC(t *testing.T) {
 	// scapy sends about 1000 frames a second: 2 Mbps is well below.
 	n.start("roce", "[qos]", `preset = "nvidia-roce"`, "[[qos.port]]", `name = "pb"`, `rate = "2Mbps"`,
 		"[pfc]", `xoff = "64KB"`, `xon = "32KB"`)
-	for try := 0; try < 5; try++ {
-		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
-			break
-		}
-	}
-	neigh, _ := n.ns(n.a, "ip", "neigh", "show", "10.71.1.1")
-	f := strings.Fields(neigh)
-	i := slices.Index(f, "lladdr")
-	if i < 0 || i+1 >= len(f) {
-		t.Fatalf("host A has no MAC for its gateway: %q", neigh)
-	}
+	n.resolve()
+	gwMAC := n.gatewayMAC()
 	script := filepath.Join("testdata", "netns_roce.py")
 	out := filepath.Join(n.dir, "a-macctl.pcap")
 	capture := n.sniff(n.a, "macctl", "h0", out, "5")
-	if out, err := n.ns(n.a, "/usr/bin/python3", script, "send", "h0", f[i+1], "10.71.1.2", "10.71.2.2", "2000", "1000"); err != nil {
+	if out, err := n.ns(n.a, "/usr/bin/python3", script, "send", "h0", gwMAC, "10.71.1.2", "10.71.2.2", "2000", "1000"); err != nil {
 		t.Fatalf("send: %v\n%s", err, out)
 	}
 	if err := capture.Wait(); err != nil {
@@ -587,11 +582,7 @@ func TestNetnsLinkDown(t *testing.T) {
 	n := newNetnsRig(t)
 	n.must(n.b, "ip", "addr", "add", "10.99.0.1/32", "dev", "lo")
 	n.start("io", "[kernel]", "routes = true")
-	for try := 0; try < 5; try++ {
-		if _, err := n.ns(n.a, "ping", "-c", "1", "-W", "2", "10.71.2.2"); err == nil {
-			break
-		}
-	}
+	n.resolve()
 	n.must(n.r, "ip", "route", "add", "10.99.0.0/16", "via", "10.71.2.2")
 	var fib fibJSON
 	n.waitFIB(&fib, "10.99.0.1", 5*time.Second, func() bool { return len(fib.Routes) == 1 })
