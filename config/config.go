@@ -260,6 +260,11 @@ func syntaxError(name string, data []byte, err error) error {
 		e.Msg = pe.Message
 		if pe.Position.Line > 0 {
 			e.Line = pe.Position.Line
+			// An unexpected end of line may be reported on the next line:
+			// the mistake is on the one the newline ends ("[pipeline").
+			if at := pe.Position.Start; at >= 0 && at < len(data) && data[at] == '\n' {
+				e.Line = 1 + strings.Count(string(data[:at]), "\n")
+			}
 		}
 		if k := syntaxKey(data, e.Line); k != "" {
 			e.Key = k

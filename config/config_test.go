@@ -223,6 +223,13 @@ var errorCases = []struct {
 		/* 2 */ `= 3`,
 	), []string{"t.toml:2: syntax: "}},
 
+	{"unterminated table header", src(
+		/* 1 */ `[eal]`,
+		/* 2 */ `args = []`,
+		/* 3 */ `[pipeline`,
+		/* 4 */ `mode = "io"`,
+	), []string{"t.toml:3: pipeline: expected '.' or ']' to end table name"}},
+
 	{"duplicate key", src(
 		/* 1 */ `[pipeline]`,
 		/* 2 */ `burst = 32`,
