@@ -45,7 +45,7 @@ func (d *Daemon) setUpKernel(set *ports.Set) (map[uint16]uint16, []linuxcp.Inter
 			return nil, nil, fmt.Errorf("port %s: exception path: %w", pc.Name, err)
 		}
 		tap.MAC = phys.MAC
-		ifc := linuxcp.Interface{Name: pc.Name, Port: pc.Name, MAC: phys.MAC, MTU: pc.MTU}
+		ifc := linuxcp.Interface{Name: pc.Name, Port: pc.Name, MTU: pc.MTU}
 		if ifc.MTU == 0 {
 			ifc.MTU, _ = phys.ID.MTU()
 		}
@@ -279,6 +279,17 @@ func newKernelPump(taps map[uint16]uint16, socket int) (*kernelPump, map[uint16]
 	}
 	kp.pump = p
 	return kp, rings, nil
+}
+
+// dropped is what the TAPs refused of the pump's packets (the kernel's
+// queue full, or a TAP down).
+func (kp *kernelPump) dropped() uint64 {
+	var n uint64
+	for i := range kp.rings {
+		_, d := kp.pump.Counts(i)
+		n += d
+	}
+	return n
 }
 
 // start runs the pump until stop: a round per ~20 µs while idle.

@@ -188,10 +188,12 @@ func (d *Daemon) FIBStats() (v4, v6 fib.Stats) {
 
 // RouteReport is the routed path's state and counters.
 type RouteReport struct {
-	Punts   map[string]uint64    `json:"punts"`   // packets handed to the kernel per reason
-	Classes map[string]uint64    `json:"classes"` // packets per route class
-	FIB     map[string]fib.Stats `json:"fib"`     // per family
-	ECMP    []ECMPReport         `json:"ecmp"`
+	Punts map[string]uint64 `json:"punts"` // packets handed to the kernel per reason
+	// PuntTxDropped is what the exception paths' TAPs refused of them.
+	PuntTxDropped uint64               `json:"punt_tx_dropped"`
+	Classes       map[string]uint64    `json:"classes"` // packets per route class
+	FIB           map[string]fib.Stats `json:"fib"`     // per family
+	ECMP          []ECMPReport         `json:"ecmp"`
 }
 
 // ECMPReport is one ECMP group and what each member carried.
@@ -230,6 +232,9 @@ func (d *Daemon) routeReport() *RouteReport {
 	}
 	st := d.Pipe.RouteStats()
 	rr := &RouteReport{Classes: map[string]uint64{}, FIB: map[string]fib.Stats{}, Punts: st.Punts}
+	if d.route.pump != nil {
+		rr.PuntTxDropped = d.route.pump.dropped()
+	}
 	for i, n := range st.Classes {
 		rr.Classes[pipeline.RouteClassNames[i]] = n
 	}

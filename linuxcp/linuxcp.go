@@ -22,13 +22,12 @@ import (
 type Interface struct {
 	Name  string // the TAP's name: the port's
 	Port  string
-	MAC   net.HardwareAddr
 	MTU   int // 0: leave it
 	Addrs []netip.Prefix
 }
 
-// Setup gives the TAP its MTU and addresses and brings it up. The MAC is
-// the port's (set through DPDK, which owns the TAP); an address already
+// Setup gives the TAP its MTU and addresses and brings it up. Its MAC is
+// the port's, set through DPDK, which owns the TAP; an address already
 // there is kept.
 func Setup(ifc Interface) error {
 	link, err := netlink.LinkByName(ifc.Name)

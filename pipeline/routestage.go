@@ -86,13 +86,12 @@ type routeStage struct {
 // punter is one reason's punts on this worker: a token bucket (tokens in
 // packets, refilled from the poll's clock) and the count.
 type punter struct {
-	on      bool
-	tokens  float64
-	last    int64
-	rate    float64 // per ns; 0: unlimited
-	burst   float64
-	punted  uint64
-	limited uint64
+	on     bool
+	tokens float64
+	last   int64
+	rate   float64 // per ns; 0: unlimited
+	burst  float64
+	punted uint64 // what goes over the rate is the drop punt_limit
 }
 
 type adjCounts struct{ packets, bytes uint64 }
@@ -154,7 +153,6 @@ func (w *Worker) punt(b *burst, j int, reason Reason) {
 			p.last = now
 		}
 		if p.tokens < 1 {
-			p.limited++
 			b.drop(j, DropPuntLimit)
 			return
 		}
@@ -162,7 +160,6 @@ func (w *Worker) punt(b *burst, j int, reason Reason) {
 	}
 	txq := &w.step.Txq[k]
 	if txq.Room() == 0 {
-		p.limited++
 		b.drop(j, DropPuntLimit)
 		return
 	}

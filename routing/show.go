@@ -49,11 +49,13 @@ func (r *Router) Routes(v4 bool, within netip.Prefix) []RouteInfo {
 // Lookup is the route the FIB gives addr, from the control plane's copy.
 func (r *Router) Lookup(addr netip.Addr) (RouteInfo, bool) {
 	addr = addr.Unmap()
-	for bits := addr.BitLen(); bits >= 0; bits-- {
-		p, _ := addr.Prefix(bits)
-		if rt, ok := r.routes[p]; ok {
-			return r.info(rt), true
-		}
+	t := r.table(addr)
+	if t == nil {
+		return RouteInfo{}, false
+	}
+	p, _, ok := t.Covering(addr)
+	if rt, known := r.routes[p]; ok && known {
+		return r.info(rt), true
 	}
 	return RouteInfo{}, false
 }

@@ -75,7 +75,7 @@ type collector struct {
 	flowPackets, flowBytes, flowMeter, flowRules, flowBackend metric
 	flowInserted, flowFailures, flowNotApplicable             metric
 
-	routePackets, ecmpPackets, ecmpBytes, ecmpBuckets, fibRoutes, fibGroups, fibBytes, puntPackets metric
+	routePackets, ecmpPackets, ecmpBytes, ecmpBuckets, fibRoutes, fibGroups, fibBytes, puntPackets, puntTxDropped metric
 }
 
 // NewCollector returns a Prometheus collector that calls src once per
@@ -170,14 +170,15 @@ func NewCollector(src Source) prometheus.Collector {
 		flowFailures:      counter("flow_insert_failures_total", "Flow rules the NIC refused; each runs in software instead.", rp...),
 		flowNotApplicable: counter("flow_not_applicable_packets_total", "Packets that hit a software rule's queue or rss action, which only a NIC carries out.", rp...),
 
-		routePackets: counter("route_packets_total", "Packets routed, by route class (forward: one next hop, ecmp: a group's member, fragment: IPv4 fragments among them).", "class"),
-		ecmpPackets:  counter("ecmp_member_packets_total", "Packets sent to an ECMP group's member.", "group", "port", "gateway"),
-		ecmpBytes:    counter("ecmp_member_bytes_total", "Bytes sent to an ECMP group's member.", "group", "port", "gateway"),
-		ecmpBuckets:  gauge("ecmp_member_buckets", "Buckets of the group's table the member holds (its share of flows).", "group", "port", "gateway"),
-		fibRoutes:    gauge("fib_routes", "Routes in the FIB.", "family"),
-		fibGroups:    gauge("fib_groups", "FIB groups of 256 entries by state (used, free, pending reuse).", "family", "state"),
-		fibBytes:     gauge("fib_bytes", "Hugepage memory of the FIB.", "family"),
-		puntPackets:  counter("punt_packets_total", "Packets handed to the kernel through the exception path, by reason.", "reason"),
+		routePackets:  counter("route_packets_total", "Packets routed, by route class (forward: one next hop, ecmp: a group's member, fragment: IPv4 fragments among them).", "class"),
+		ecmpPackets:   counter("ecmp_member_packets_total", "Packets sent to an ECMP group's member.", "group", "port", "gateway"),
+		ecmpBytes:     counter("ecmp_member_bytes_total", "Bytes sent to an ECMP group's member.", "group", "port", "gateway"),
+		ecmpBuckets:   gauge("ecmp_member_buckets", "Buckets of the group's table the member holds (its share of flows).", "group", "port", "gateway"),
+		fibRoutes:     gauge("fib_routes", "Routes in the FIB.", "family"),
+		fibGroups:     gauge("fib_groups", "FIB groups of 256 entries by state (used, free, pending reuse).", "family", "state"),
+		fibBytes:      gauge("fib_bytes", "Hugepage memory of the FIB.", "family"),
+		puntPackets:   counter("punt_packets_total", "Packets handed to the kernel through the exception path, by reason.", "reason"),
+		puntTxDropped: counter("punt_tx_dropped_packets_total", "Punted packets the exception paths' TAPs refused (kernel queue full, TAP down)."),
 	}
 }
 
@@ -197,7 +198,7 @@ func (c *collector) metrics() []metric {
 		c.qpSlots, c.qpBytes, c.qpUsed, c.qpFlows, c.qpInserts, c.qpEvictions, c.qpAged,
 		c.flowPackets, c.flowBytes, c.flowMeter, c.flowRules, c.flowBackend,
 		c.flowInserted, c.flowFailures, c.flowNotApplicable,
-		c.routePackets, c.ecmpPackets, c.ecmpBytes, c.ecmpBuckets, c.fibRoutes, c.fibGroups, c.fibBytes, c.puntPackets}
+		c.routePackets, c.ecmpPackets, c.ecmpBytes, c.ecmpBuckets, c.fibRoutes, c.fibGroups, c.fibBytes, c.puntPackets, c.puntTxDropped}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -223,6 +224,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, reason := range pipeline.Punted {
 			u(c.puntPackets, rr.Punts[reason.String()], reason.String())
 		}
+		u(c.puntTxDropped, rr.PuntTxDropped)
 		for _, g := range rr.ECMP {
 			for _, m := range g.Members {
 				l := []string{strconv.Itoa(int(g.ID)), m.Port, m.Gateway}
