@@ -249,27 +249,19 @@ func validateQoS(c *checker, cfg *Config) {
 	}
 
 	// Parse every value, reporting each at its key; then check each
-	// resulting qos.Config as a whole, unless a value it depends on did
-	// not parse (the check would then talk about a value nobody wrote).
+	// resulting qos.Config as a whole, reporting every problem whose keys
+	// all parsed (otherwise it would talk about a value nobody wrote), so
+	// that one run lists field and cross-field errors together.
 	b := qosBuild{cfg: cfg, c: c}
 	g := b.global()
-	globalBad := c.hasErrors(func(k string) bool {
-		return keyUnder(k, "qos") && !keyUnder(k, "qos.port") || keyUnder(k, "pfc")
+	baseBad := c.hasErrors(func(k string) bool {
+		return keyUnder(k, "qos.preset") || keyUnder(k, "qos.lossless")
 	})
 	var globalProblems []*qos.FieldError
-	if !globalBad {
+	if !baseBad {
 		globalProblems = qos.FieldErrors(g.Validate())
-		byKey := map[string][]string{}
-		for _, fe := range globalProblems {
-			k := globalProblemKey(fe, cfg.PFC != nil)
-			byKey[k] = append(byKey[k], fe.Message())
-		}
-		for _, k := range []string{"qos", "pfc"} {
-			if len(byKey[k]) > 0 {
-				c.errorf(root.key(k), "%s", strings.Join(byKey[k], "; "))
-			}
-		}
-		if cfg.PFC != nil && g.LosslessTCs() == 0 {
+		reportProblems(c, globalProblems, globalProblemKeys)
+		if cfg.PFC != nil && g.LosslessTCs() == 0 && !c.hasErrors(func(k string) bool { return keyUnder(k, "qos") && !keyUnder(k, "qos.port") }) {
 			c.errorf(root.key("pfc"), "has no effect: no TC is lossless; list the lossless TCs in qos.lossless")
 		}
 	}
@@ -279,18 +271,16 @@ func validateQoS(c *checker, cfg *Config) {
 			continue
 		}
 		pc := b.port(i, g)
-		if globalBad || c.hasErrors(func(k string) bool { return keyUnder(k, pp.String()) }) {
+		if baseBad {
 			continue
 		}
-		var own []string // what the port's keys add to the global problems
+		var own []*qos.FieldError // what the port's keys add to the global problems
 		for _, fe := range qos.FieldErrors(pc.Validate()) {
 			if !slices.ContainsFunc(globalProblems, fe.Same) {
-				own = append(own, fe.Message())
+				own = append(own, fe)
 			}
 		}
-		if len(own) > 0 {
-			c.errorf(pp, "%s", strings.Join(own, "; "))
-		}
+		reportProblems(c, own, func(fe *qos.FieldError) []path { return portProblemKeys(fe, pp, q.Ports[i].TC) })
 	}
 
 	validateQoSMode(c, cfg)
@@ -369,19 +359,110 @@ func portList(cfg *Config) string {
 	return "valid ports: " + strings.Join(names, ", ")
 }
 
-// globalProblemKey is the section a qos.Config.Validate problem of the
-// global configuration is reported at: [pfc], when the file has one, for
-// what its keys set (the thresholds, xoff against a lossless TC's queue
-// limit, and the watchdog); [qos] for the rest. A [[qos.port]]'s own
-// problems are reported at that [[qos.port]].
-func globalProblemKey(fe *qos.FieldError, hasPFC bool) string {
-	switch fe.Field {
-	case qos.FieldXoff, qos.FieldXon, qos.FieldLimit, qos.FieldWatchdog:
-		if hasPFC {
-			return "pfc"
+// reportProblems reports what qos.Config.Validate found, each problem at
+// the first of its candidate keys that the file writes (the key whose value
+// is wrong, then the table holding it); the last candidate is the fallback.
+// A problem one of whose keys already has an error is left out.
+// Problems landing on the same key are said together, in one error.
+func reportProblems(c *checker, problems []*qos.FieldError, keys func(*qos.FieldError) []path) {
+	var order []string
+	at := map[string]path{}
+	msgs := map[string][]string{}
+	for _, fe := range problems {
+		cand := keys(fe)
+		if slices.ContainsFunc(cand[:len(cand)-1], func(k path) bool { return keyFailed(c, k) }) {
+			continue // said already, as that key's own error
 		}
+		p := cand[len(cand)-1]
+		for _, k := range cand {
+			if _, set := c.loc.lookup(k); set {
+				p = k
+				break
+			}
+		}
+		k := p.String()
+		if _, ok := at[k]; !ok {
+			order = append(order, k)
+			at[k] = p
+		}
+		msgs[k] = append(msgs[k], fe.Message())
 	}
-	return "qos"
+	for _, k := range order {
+		c.errorf(at[k], "%s", strings.Join(msgs[k], "; "))
+	}
+}
+
+// keyFailed reports whether k, or for a key below a section anything under
+// k, already has an error.
+func keyFailed(c *checker, k path) bool {
+	if len(k) == 1 {
+		return c.failed(k)
+	}
+	ks := k.String()
+	return c.hasErrors(func(e string) bool { return keyUnder(e, ks) })
+}
+
+// globalProblemKeys are the keys a problem of the global configuration
+// (the ports without a [[qos.port]]) may be reported at, most specific
+// first: the [pfc] key for what [pfc] sets, the [qos] key for the rest,
+// then the section.
+func globalProblemKeys(fe *qos.FieldError) []path {
+	pfc, q := root.key("pfc"), root.key("qos")
+	switch fe.Field {
+	case qos.FieldXoff, qos.FieldLimit:
+		return []path{pfc.key("xoff"), pfc, q}
+	case qos.FieldXon:
+		return []path{pfc.key("xon"), pfc.key("xoff"), pfc, q}
+	case qos.FieldWatchdog:
+		return []path{pfc.key("watchdog"), pfc, q}
+	case qos.FieldLossless, qos.FieldPrioToTC:
+		return []path{q.key("pfc_priority_to_tc"), q.key("lossless"), q.key("preset"), q}
+	case qos.FieldDSCPToTC:
+		return []path{q.key("dscp_to_tc"), q}
+	case qos.FieldPCPToTC:
+		return []path{q.key("pcp_to_tc"), q}
+	case qos.FieldTrust:
+		return []path{q.key("trust"), q}
+	}
+	return []path{q.key("preset"), q}
+}
+
+// portProblemKeys are the keys a problem of [[qos.port]] pp may be
+// reported at, most specific first: the key of the [[qos.port.tc]] that
+// configures the TC, that table, then the port's own key or table.
+func portProblemKeys(fe *qos.FieldError, pp path, tcs []QoSTC) []path {
+	switch fe.Field {
+	case qos.FieldRate:
+		return []path{pp.key("rate"), pp}
+	case qos.FieldBurst:
+		return []path{pp.key("burst"), pp}
+	}
+	if !fe.Field.PerTC() {
+		return []path{pp}
+	}
+	j := slices.IndexFunc(tcs, func(t QoSTC) bool { return t.TC != nil && *t.TC == fe.Index })
+	if j < 0 {
+		if fe.Field == qos.FieldLimit {
+			return []path{root.key("pfc").key("xoff"), pp}
+		}
+		return []path{pp}
+	}
+	tp := pp.key("tc").index(j)
+	var keys []path
+	switch fe.Field {
+	case qos.FieldECN:
+		e := tp.key("ecn")
+		keys = []path{e.key("min"), e.key("max"), e, tp.key("limit")}
+	case qos.FieldLimit:
+		keys = []path{tp.key("limit"), root.key("pfc").key("xoff")}
+	case qos.FieldWeight, qos.FieldMode:
+		keys = []path{tp.key("weight"), tp.key("scheduler")}
+	case qos.FieldMaxRate:
+		keys = []path{tp.key("max_rate")}
+	case qos.FieldMaxBurst:
+		keys = []path{tp.key("max_burst")}
+	}
+	return append(keys, tp, pp)
 }
 
 // hasErrors reports whether an error was reported for a key matching f.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -531,8 +532,8 @@ var qosErrorCases = []struct {
 		`t.toml:17: pfc.xon: expected a string, got integer` + "\x00",
 	}},
 
-	// What qos.Config.Validate finds is reported at the [[qos.port]] it
-	// is about, or at [qos] / [pfc] for the global configuration, once.
+	// What qos.Config.Validate finds is reported at the key whose value
+	// is wrong (the [[qos.port.tc]] key, the [pfc] key), with the fix.
 	{"qos.Config.Validate errors", qosWith(
 		/* 12 */ `[qos]`,
 		/* 13 */ `preset = "nvidia-roce"`,
@@ -550,9 +551,32 @@ var qosErrorCases = []struct {
 		/* 25 */ `tc = 3`,
 		/* 26 */ `limit = "1MB"`,
 	), []string{
-		`t.toml:14: pfc: PFC xon 3MB must be below xoff 2MB` + "\x00",
-		`t.toml:16: qos.port[0]: TC0: ECN min 150KB is not below the queue limit 100KB: nothing would be marked` + "\x00",
-		`t.toml:22: qos.port[1]: TC3: PFC xoff 2MB is not below the queue limit 1MB: the queue would drop before pausing` + "\x00",
+		`t.toml:15: pfc.xon: PFC xon 3MB must be below xoff 2MB; lower xon or raise xoff` + "\x00",
+		`t.toml:21: qos.port[0].tc[0].ecn.min: TC0: ECN min 150KB is not below the queue limit 100KB: nothing would be marked; lower ecn min or raise limit` + "\x00",
+		`t.toml:26: qos.port[1].tc[0].limit: TC3: PFC xoff 2MB is not below the queue limit 1MB: the queue would drop before pausing; lower pfc xoff or raise limit` + "\x00",
+	}},
+
+	// Field and cross-field errors in one run: a quanta that does not
+	// parse does not hide xon above xoff, and a bad weight in one TC does
+	// not hide ECN min above max in another.
+	{"field and cross-field errors together", qosWith(
+		/* 12 */ `[pfc]`,
+		/* 13 */ `quanta = 0`,
+		/* 14 */ `xoff = "100KB"`,
+		/* 15 */ `xon = "200KB"`,
+		/* 16 */ `[[qos.port]]`,
+		/* 17 */ `name = "b"`,
+		/* 18 */ `[[qos.port.tc]]`,
+		/* 19 */ `tc = 1`,
+		/* 20 */ `weight = 0`,
+		/* 21 */ `[[qos.port.tc]]`,
+		/* 22 */ `tc = 2`,
+		/* 23 */ `ecn = { min = "900KB", max = "800KB", probability = 0.5 }`,
+	), []string{
+		`t.toml:13: pfc.quanta: 0 is out of range 1..65535 (units of 512 bit times)` + "\x00",
+		`t.toml:15: pfc.xon: PFC xon 200KB must be below xoff 100KB; lower xon or raise xoff` + "\x00",
+		`t.toml:20: qos.port[0].tc[0].weight: 0 is out of range 1..255` + "\x00",
+		`t.toml:23: qos.port[0].tc[1].ecn.min: TC2: ECN min 900KB is above max 800KB; lower min or raise max` + "\x00",
 	}},
 
 	// Each problem's field decides its key: the xoff threshold is [pfc]'s.
@@ -562,7 +586,7 @@ var qosErrorCases = []struct {
 		/* 14 */ `[pfc]`,
 		/* 15 */ `xoff = "0"`,
 	), []string{
-		`t.toml:14: pfc: PFC xoff must be set when a TC is lossless` + "\x00",
+		`t.toml:15: pfc.xoff: PFC xoff must be above 0 when a TC is lossless` + "\x00",
 	}},
 
 	// A profile qos.ECN.Validate refuses, said once, without a second
@@ -574,7 +598,7 @@ var qosErrorCases = []struct {
 		/* 15 */ `tc = 1`,
 		/* 16 */ `ecn = { min = "900KB", max = "800KB", probability = 0.5 }`,
 	), []string{
-		`t.toml:12: qos.port[0]: TC1: ECN min 900KB is above max 800KB` + "\x00",
+		`t.toml:16: qos.port[0].tc[0].ecn.min: TC1: ECN min 900KB is above max 800KB; lower min or raise max` + "\x00",
 	}},
 
 	{"lossless TC without a PFC priority", qosWith(
@@ -582,7 +606,7 @@ var qosErrorCases = []struct {
 		/* 13 */ `preset = "nvidia-roce"`,
 		/* 14 */ `pfc_priority_to_tc = { 3 = 0 }`,
 	), []string{
-		`t.toml:12: qos: lossless TCs 3 have no PFC priority mapped to them` + "\x00",
+		`t.toml:14: qos.pfc_priority_to_tc: lossless TCs 3 have no PFC priority mapped to them; map one in pfc_priority_to_tc` + "\x00",
 	}},
 
 	{"pfc without lossless TCs", qosWith(
@@ -595,21 +619,18 @@ var qosErrorCases = []struct {
 	}},
 }
 
-// Which section a problem of the global QoS configuration is reported at
-// follows from its field alone.
-func TestGlobalProblemKey(t *testing.T) {
+// A problem of the global QoS configuration falls back to its section,
+// [pfc] for what [pfc] sets and [qos] for the rest, when the file writes
+// none of its keys.
+func TestGlobalProblemKeysFallBack(t *testing.T) {
 	pfcFields := map[qos.Field]bool{qos.FieldXoff: true, qos.FieldXon: true, qos.FieldLimit: true, qos.FieldWatchdog: true}
 	for f := qos.FieldTrust; f <= qos.FieldWatchdog; f++ {
-		fe := &qos.FieldError{Field: f, Index: -1, Err: errors.New("x")}
-		want := "qos"
-		if pfcFields[f] {
-			want = "pfc"
+		keys := globalProblemKeys(&qos.FieldError{Field: f, Index: -1, Err: errors.New("x")})
+		if got := keys[len(keys)-1].String(); got != "qos" {
+			t.Errorf("%v: last candidate %q, want qos", f, got)
 		}
-		if got := globalProblemKey(fe, true); got != want {
-			t.Errorf("%v with a [pfc] section: %q, want %q", f, got, want)
-		}
-		if got := globalProblemKey(fe, false); got != "qos" {
-			t.Errorf("%v without a [pfc] section: %q, want qos", f, got)
+		if pfcFields[f] && !slices.ContainsFunc(keys, func(p path) bool { return p.String() == "pfc" }) {
+			t.Errorf("%v: candidates %v do not include [pfc]", f, keys)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -117,8 +118,11 @@ func validNameByte(c byte) bool {
 
 // TelemetrySocket is the path of EAL's telemetry socket (v2), in EAL's
 // runtime directory: $RUNTIME_DIRECTORY, else /var/run as root or
-// $XDG_RUNTIME_DIR (or /tmp) otherwise, then dpdk/<file-prefix>. It is ""
-// before Init. The socket is absent when EAL ran with --no-telemetry.
+// $XDG_RUNTIME_DIR (or /tmp) otherwise, then dpdk/<file-prefix>. When
+// another process of the same file prefix holds dpdk_telemetry.v2, EAL
+// binds dpdk_telemetry.v2:1, :2 and so on, and EAL does not say which: the
+// socket is the one of those this process listens on. It is "" before Init
+// and when EAL ran with --no-telemetry.
 func TelemetrySocket() string {
 	if !Running() {
 		return ""
@@ -127,7 +131,39 @@ func TelemetrySocket() string {
 	if dir == "" {
 		dir = "/tmp" // as telemetry.c does
 	}
-	return filepath.Join(dir, "dpdk_telemetry.v2")
+	return ownUnixSocket(filepath.Join(dir, "dpdk_telemetry.v2"))
+}
+
+// ownUnixSocket returns base or base:N, whichever is a UNIX socket this
+// process has open (by inode, from /proc/net/unix and /proc/self/fd), or "".
+func ownUnixSocket(base string) string {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return ""
+	}
+	own := map[string]bool{}
+	for _, fd := range fds {
+		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil {
+			if in, ok := strings.CutPrefix(l, "socket:["); ok {
+				own[strings.TrimSuffix(in, "]")] = true
+			}
+		}
+	}
+	tab, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return ""
+	}
+	// Num RefCount Protocol Flags Type St Inode Path
+	for _, line := range strings.Split(string(tab), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 || !own[f[6]] {
+			continue
+		}
+		if p := f[7]; p == base || strings.HasPrefix(p, base+":") {
+			return p
+		}
+	}
+	return ""
 }
 
 //export rfTelemetryCallback

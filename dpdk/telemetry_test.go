@@ -1,12 +1,15 @@
 package dpdk
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -239,5 +242,44 @@ func TestRegisterTelemetryInvalid(t *testing.T) {
 	}
 	if err := RegisterTelemetry("/"+strings.Repeat("x", 54), strings.Repeat("h", 200), ok); err != nil {
 		t.Errorf("55-byte command with long help: %v", err)
+	}
+}
+
+// With another process on dpdk_telemetry.v2, EAL binds dpdk_telemetry.v2:N:
+// the socket reported is the one this process listens on, not the other's.
+func TestOwnUnixSocket(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed: no second process to hold the base socket")
+	}
+	base := filepath.Join(t.TempDir(), "dpdk_telemetry.v2")
+	other := exec.Command(py, "-c", `import socket,sys
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1)
+print("up", flush=True); sys.stdin.read()`, base)
+	stdin, err := other.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := other.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); other.Wait() }()
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("second process: %v", err)
+	}
+	if got := ownUnixSocket(base); got != "" {
+		t.Errorf("only another process listens: got %q, want none", got)
+	}
+	l, err := net.Listen("unix", base+":1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := ownUnixSocket(base); got != base+":1" {
+		t.Errorf("got %q, want %q", got, base+":1")
 	}
 }

@@ -265,7 +265,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, &FieldError{Field: FieldECN, Index: i, Err: err})
 		}
 		if t.ECN.Enabled() && t.Limit != 0 && t.ECN.Min >= t.Limit {
-			bad(FieldECN, i, "ECN min %s is not below the queue limit %s: nothing would be marked", FormatSize(t.ECN.Min), FormatSize(t.Limit))
+			bad(FieldECN, i, "ECN min %s is not below the queue limit %s: nothing would be marked; lower ecn min or raise limit", FormatSize(t.ECN.Min), FormatSize(t.Limit))
 		}
 		if t.MaxRate > MaxRate {
 			bad(FieldMaxRate, i, "max rate %s is above 1 Pbit/s", FormatRate(t.MaxRate))
@@ -274,17 +274,17 @@ func (c *Config) Validate() error {
 			bad(FieldMaxBurst, i, "max burst %s is above %s", FormatSize(t.MaxBurst), FormatSize(MaxBurst))
 		}
 		if t.Lossless && t.Limit != 0 && c.PFC.Xoff >= t.Limit {
-			bad(FieldLimit, i, "PFC xoff %s is not below the queue limit %s: the queue would drop before pausing", FormatSize(c.PFC.Xoff), FormatSize(t.Limit))
+			bad(FieldLimit, i, "PFC xoff %s is not below the queue limit %s: the queue would drop before pausing; lower pfc xoff or raise limit", FormatSize(c.PFC.Xoff), FormatSize(t.Limit))
 		}
 	}
 	if c.LosslessTCs() != 0 {
 		if c.PFCPriorities() == 0 {
-			bad(FieldLossless, -1, "lossless TCs %s have no PFC priority mapped to them", MaskList(c.LosslessTCs()))
+			bad(FieldLossless, -1, "lossless TCs %s have no PFC priority mapped to them; map one in pfc_priority_to_tc", MaskList(c.LosslessTCs()))
 		}
 		if c.PFC.Xoff == 0 {
-			bad(FieldXoff, -1, "PFC xoff must be set when a TC is lossless")
+			bad(FieldXoff, -1, "PFC xoff must be above 0 when a TC is lossless")
 		} else if c.PFC.Xon >= c.PFC.Xoff {
-			bad(FieldXon, -1, "PFC xon %s must be below xoff %s", FormatSize(c.PFC.Xon), FormatSize(c.PFC.Xoff))
+			bad(FieldXon, -1, "PFC xon %s must be below xoff %s; lower xon or raise xoff", FormatSize(c.PFC.Xon), FormatSize(c.PFC.Xoff))
 		}
 	}
 	if err := c.Watchdog.check(); err != nil {

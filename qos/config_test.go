@@ -109,10 +109,10 @@ func TestConfigValidateLosslessFields(t *testing.T) {
 			t.Errorf("problem %d: %+v (%s), want field %v", i, got[i], got[i].Path(), f)
 		}
 	}
-	if m := got[0].Message(); m != "lossless TCs 3 have no PFC priority mapped to them" {
+	if m := got[0].Message(); m != "lossless TCs 3 have no PFC priority mapped to them; map one in pfc_priority_to_tc" {
 		t.Errorf("lossless problem %q", m)
 	}
-	if m := got[1].Message(); m != "PFC xoff must be set when a TC is lossless" {
+	if m := got[1].Message(); m != "PFC xoff must be above 0 when a TC is lossless" {
 		t.Errorf("xoff problem %q", m)
 	}
 	if m := got[2].Message(); m != "PFC watchdog times must not be negative" {
@@ -136,7 +136,7 @@ func TestConfigValidateLosslessFields(t *testing.T) {
 		t.Error("a preset has problems")
 	}
 	// ECN.Validate and WatchdogConfig.Validate keep their package prefix.
-	if err := (ECN{Min: 2, Max: 1}).Validate(); err == nil || err.Error() != "qos: ECN min 2B is above max 1B" {
+	if err := (ECN{Min: 2, Max: 1}).Validate(); err == nil || err.Error() != "qos: ECN min 2B is above max 1B; lower min or raise max" {
 		t.Errorf("ECN.Validate: %v", err)
 	}
 	if err := (WatchdogConfig{DetectionTime: -1}).Validate(); err == nil || err.Error() != "qos: PFC watchdog times must not be negative" {

@@ -32,7 +32,7 @@ func (e ECN) check() error {
 	case !e.Enabled():
 		return nil
 	case e.Min > e.Max:
-		return fmt.Errorf("ECN min %s is above max %s", FormatSize(e.Min), FormatSize(e.Max))
+		return fmt.Errorf("ECN min %s is above max %s; lower min or raise max", FormatSize(e.Min), FormatSize(e.Max))
 	case !(e.Probability >= 0 && e.Probability <= 1):
 		return fmt.Errorf("ECN probability %v is outside 0..1", e.Probability)
 	case !(e.Weight >= 0 && e.Weight < 1):
