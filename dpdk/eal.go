@@ -26,6 +26,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/cgo"
 	"sync"
@@ -151,6 +152,11 @@ func Cleanup() error {
 	if !eal.running {
 		return nil
 	}
+	// EAL unlinks its telemetry socket in an atexit handler, which a Go
+	// program's exit does not run: unlink it here, and the runtime
+	// directory with it when nothing else is left in it.
+	dir := C.GoString(C.rte_eal_get_runtime_dir())
+	sock := telemetrySocketIn(dir)
 	var rc C.int
 	done := make(chan struct{})
 	eal.calls <- func() { rc = C.rte_eal_cleanup(); close(done) }
@@ -158,6 +164,12 @@ func Cleanup() error {
 	close(eal.calls)
 	<-eal.stopped
 	eal.running = false
+	if sock != "" {
+		os.Remove(sock)
+	}
+	if dir != "" {
+		os.Remove(dir) // only if empty: a shared config may still be in use
+	}
 	return errRC("rte_eal_cleanup", rc)
 }
 

@@ -127,7 +127,11 @@ func TelemetrySocket() string {
 	if !Running() {
 		return ""
 	}
-	dir := C.GoString(C.rte_eal_get_runtime_dir())
+	return telemetrySocketIn(C.GoString(C.rte_eal_get_runtime_dir()))
+}
+
+// telemetrySocketIn is TelemetrySocket for runtime directory dir.
+func telemetrySocketIn(dir string) string {
 	if dir == "" {
 		dir = "/tmp" // as telemetry.c does
 	}
