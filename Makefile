@@ -7,6 +7,8 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 # Seconds each fuzz target runs in `make test`.
 FUZZTIME ?= 10s
+FUZZTIME_LONG ?= 10m
+FUZZ_PARALLEL ?= 1
 # Seconds each run of `make bench` forwards, and how many rounds of runs
 # (3 rounds of the whole matrix take about 10 minutes on 2 cores).
 BENCH_SECONDS ?= 5
@@ -14,7 +16,7 @@ BENCH_ROUNDS ?= 3
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test-deps build test lint fuzz bench pgo demo docker clean
+.PHONY: all deps test-deps build test lint fuzz fuzz-long bench pgo demo docker clean
 
 all: build
 
@@ -38,22 +40,16 @@ test: test-deps lint
 	$(GO) test -count=1 -timeout 20m ./...
 	@$(MAKE) --no-print-directory fuzz
 
-# A target whose run ends in the fuzz engine's own "context deadline
-# exceeded" (its workers answered late on a loaded machine) with no failing
-# input written found nothing: it runs once more; any other failure stops.
+# Every fuzz target for FUZZTIME (scripts/fuzz.sh says how a fuzz engine
+# timeout is told from a finding).
 fuzz:
-	@for pkg in $$($(GO) list ./...); do \
-		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-			out=$$($(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); rc=$$?; \
-			echo "$$out"; \
-			if [ $$rc -ne 0 ] && echo "$$out" | grep -q 'context deadline exceeded' && \
-				! echo "$$out" | grep -q 'Failing input'; then \
-				echo "fuzz $$pkg $$f: the fuzz engine timed out, not a finding: once more"; \
-				$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
-			elif [ $$rc -ne 0 ]; then exit 1; fi; \
-		done; \
-	done
+	@FUZZTIME=$(FUZZTIME) GO=$(GO) sh scripts/fuzz.sh
+
+# Every fuzz target for 10 minutes, one worker each (FUZZ_PARALLEL), with a
+# summary of executions per target. A failing input lands in the package's
+# testdata/fuzz/ and is a regression seed of `make test` from then on.
+fuzz-long: test-deps
+	@FUZZTIME=$(FUZZTIME_LONG) FUZZ_PARALLEL=$(FUZZ_PARALLEL) GO=$(GO) sh scripts/fuzz.sh
 
 # roce-fwd against dpdk-testpmd (io, 5tswap) and DPDK's l3fwd (exact
 # match, LPM, FIB) on the same vdevs, lcore and generated captures, on 2 MiB
