@@ -24,7 +24,13 @@ var devSeq int
 // unique suffix: a closed vdev cannot be probed again in one process).
 func openPorts(t testing.TB, mode string, vdevs ...string) (*config.Config, *ports.Set) {
 	t.Helper()
-	src := fmt.Sprintf("[eal]\nargs = [%s]\n[pipeline]\nmode = %q\n", quoteAll(testenv.EALArgs("pipeline")), mode)
+	return openPortsWith(t, mode, "", vdevs...)
+}
+
+// openPortsWith is openPorts with extra TOML tables (a [mempool]).
+func openPortsWith(t testing.TB, mode, extra string, vdevs ...string) (*config.Config, *ports.Set) {
+	t.Helper()
+	src := fmt.Sprintf("[eal]\nargs = [%s]\n[pipeline]\nmode = %q\n%s\n", quoteAll(testenv.EALArgs("pipeline")), mode, extra)
 	for i, v := range vdevs {
 		devSeq++
 		src += fmt.Sprintf("[[port]]\nname = \"p%d\"\nvdev = %q\n", i, fmt.Sprintf(v, devSeq))
