@@ -148,7 +148,7 @@ func Demands(cfg *config.Config, sysRoot string) []hugepages.Demand {
 	}
 	var tables uint64
 	if cfg.RoCE.QPTable > 0 {
-		tables = uint64(workers) * uint64(qpstats.Footprint(cfg.RoCE.QPTable))
+		tables = uint64(workers) * uint64(qpstats.Footprint(cfg.RoCE.QPTable)+qpstats.CopyFootprint(cfg.RoCE.QPTable))
 	}
 	tables += FIBBytes(cfg) // counted on every socket, like the QP tables
 	bySocket := map[int]*hugepages.Demand{}

@@ -84,8 +84,8 @@ lcores = [1, 2]
 `+demandPorts)
 	got := Demands(cfg, root)
 	// Every socket with ports is counted as holding every worker's QP
-	// table: the two workers of pipeline.lcores.
-	tables := 2 * uint64(qpstats.Footprint(4096))
+	// table and its copy: the two workers of pipeline.lcores.
+	tables := 2 * uint64(qpstats.Footprint(4096)+qpstats.CopyFootprint(4096))
 	want := []hugepages.Demand{
 		// "v" (a vdev: socket 0) and "gone" (no sysfs entry: socket 0).
 		{Socket: 0, Mbufs: 8191, DataRoom: 4224, Cache: 128, Lcores: 4,
@@ -104,7 +104,7 @@ lcores = [1, 2]
 	// Without pipeline.lcores every lcore but the main one is a worker.
 	cfg = parseConfig(t, "[eal]\nargs = [\"-l\", \"0-3\"]\n[roce]\nqp_table = 1024\n"+demandPorts)
 	for _, d := range Demands(cfg, root) {
-		if d.TableBytes != 3*uint64(qpstats.Footprint(1024)) || d.Lcores != 4 {
+		if d.TableBytes != 3*uint64(qpstats.Footprint(1024)+qpstats.CopyFootprint(1024)) || d.Lcores != 4 {
 			t.Errorf("socket %d: %d table bytes with %d lcores, want three workers' tables", d.Socket, d.TableBytes, d.Lcores)
 		}
 	}
@@ -112,7 +112,7 @@ lcores = [1, 2]
 	cfg = parseConfig(t, "[eal]\nargs = [\"--file-prefix\", \"x\"]\n"+demandPorts)
 	n := runtime.NumCPU()
 	for _, d := range Demands(cfg, root) {
-		if d.Lcores != n || d.TableBytes != uint64(max(n-1, 1))*uint64(qpstats.Footprint(cfg.RoCE.QPTable)) {
+		if d.Lcores != n || d.TableBytes != uint64(max(n-1, 1))*uint64(qpstats.Footprint(cfg.RoCE.QPTable)+qpstats.CopyFootprint(cfg.RoCE.QPTable)) {
 			t.Errorf("socket %d: %d lcores, %d table bytes; want %d CPUs and their workers' tables", d.Socket, d.Lcores, d.TableBytes, n)
 		}
 	}

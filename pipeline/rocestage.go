@@ -23,7 +23,8 @@ type roceStage struct {
 	qp            *qpstats.Table
 	qpMem         unsafe.Pointer // DPDK memory holding qp
 	batch         *qpstats.Batch
-	qpCopy        []qpstats.Entry // where a copy of qp is made, Slots long
+	qpCopy        []qpstats.Entry // where a copy of qp is made, Slots long, in qpCopyMem
+	qpCopyMem     unsafe.Pointer
 }
 
 // initRoCE makes the roce stage for rxQueues rx queues and bursts of up to
@@ -45,7 +46,18 @@ func (w *Worker) initRoCE(spec *RoCESpec, rxQueues, burst int) error {
 		rs.qpMem = mem
 		rs.qp = qpstats.NewAt(mem, spec.QPTable, spec.QPMaxAge.Nanoseconds())
 		rs.batch = qpstats.NewBatch(burst)
-		rs.qpCopy = make([]qpstats.Entry, 0, rs.qp.Stats().Slots)
+		// The copy buffer is DPDK memory too: in the Go heap its megabytes
+		// would set the collector's pace (the heap grows to twice its live
+		// size before a collection), and the daemon's memory would swing by
+		// that much under a control plane that allocates a little.
+		slots := rs.qp.Stats().Slots
+		cm, err := dpdk.Zmalloc("the QP table's copy", uintptr(qpstats.CopyFootprint(spec.QPTable)), w.Socket)
+		if err != nil {
+			dpdk.FreeMem(mem)
+			return fmt.Errorf("%w (qp_table = %d slots: a copy for show roce qp)", err, spec.QPTable)
+		}
+		rs.qpCopyMem = cm
+		rs.qpCopy = unsafe.Slice((*qpstats.Entry)(cm), slots)[:0]
 	}
 	w.rs = rs
 	return nil
@@ -54,7 +66,8 @@ func (w *Worker) initRoCE(spec *RoCESpec, rxQueues, burst int) error {
 // free releases the QP table's memory.
 func (rs *roceStage) free() {
 	dpdk.FreeMem(rs.qpMem)
-	rs.qpMem, rs.qp = nil, nil
+	dpdk.FreeMem(rs.qpCopyMem)
+	rs.qpMem, rs.qp, rs.qpCopyMem, rs.qpCopy = nil, nil, nil, nil
 }
 
 // classifyPass classifies every packet of the burst and counts it. A

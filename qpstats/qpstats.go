@@ -237,6 +237,10 @@ func size(n int) int {
 // slots.
 func Footprint(n int) int { return size(n)*SlotBytes + slotAlign }
 
+// CopyFootprint is the memory, in bytes, a copy of a whole table of at
+// least n slots takes (CopyChunk into Entries).
+func CopyFootprint(n int) int { return size(n) * int(unsafe.Sizeof(Entry{})) }
+
 // New makes a table of at least n slots (rounded up to a power of two) in
 // Go memory, whose flows idle for maxAgeNS nanoseconds may be replaced.
 func New(n int, maxAgeNS int64) *Table {
