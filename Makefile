@@ -12,11 +12,13 @@ FUZZ_PARALLEL ?= 1
 # Seconds each run of `make bench` forwards, and how many rounds of runs
 # (3 rounds of the whole matrix take about 10 minutes on 2 cores).
 BENCH_SECONDS ?= 5
+# How long make soak runs the daemon.
+SOAK ?= 30m
 BENCH_ROUNDS ?= 3
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test-deps build test lint fuzz fuzz-long bench pgo demo docker clean
+.PHONY: all deps test-deps build test lint fuzz fuzz-long faults soak bench pgo demo docker clean
 
 all: build
 
@@ -50,6 +52,17 @@ fuzz:
 # testdata/fuzz/ and is a regression seed of `make test` from then on.
 fuzz-long: test-deps
 	@FUZZTIME=$(FUZZTIME_LONG) FUZZ_PARALLEL=$(FUZZ_PARALLEL) GO=$(GO) sh scripts/fuzz.sh
+
+# The fault tests at full length (the SIGKILL-and-restart loop 50 times
+# instead of 5; make test runs the short forms).
+faults: test-deps
+	ROCE_FWD_FAULTS=1 $(GO) test -count=1 -timeout 30m -run 'Fault' -v ./pipeline ./cmd/roce-fwd
+
+# The daemon for SOAK (30m) in roce mode with QoS shaping, flow rules, the
+# console and Prometheus in use: fails when its RSS grows by more than 5%
+# after warm-up, forwarding stops, or a packet is not accounted for.
+soak: test-deps
+	ROCE_FWD_SOAK=$(SOAK) $(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./cmd/roce-fwd
 
 # roce-fwd against dpdk-testpmd (io, 5tswap) and DPDK's l3fwd (exact
 # match, LPM, FIB) on the same vdevs, lcore and generated captures, on 2 MiB

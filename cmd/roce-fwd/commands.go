@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -155,19 +156,23 @@ func cmdRun(args []string, log *slog.Logger) int {
 			<-done
 			cancel()
 		}()
-		return runLoop(ctx, d, log, 0, *statsJSON)
+		return runLoop(ctx, d, log, 0, *statsJSON, closeCtl)
 	}
-	return runLoop(ctx, d, log, *period, *statsJSON)
+	return runLoop(ctx, d, log, *period, *statsJSON, closeCtl)
 }
 
 // startControl opens what lets an operator reach a running daemon: the
-// console socket, SIGHUP for reload, Prometheus and DPDK telemetry.
+// console socket, SIGHUP for reload, Prometheus and DPDK telemetry. The
+// function it returns closes them; it may be called more than once.
 func startControl(ctx context.Context, d *daemon.Daemon, sh *console.Shell, cfg *config.Config, log *slog.Logger) (func(), error) {
 	var closers []func()
+	var once sync.Once
 	closeAll := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
+		once.Do(func() {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		})
 	}
 	if path := cfg.Console.Socket; path != "" {
 		srv, err := console.Listen(path, sh, log)
@@ -224,8 +229,9 @@ func startControl(ctx context.Context, d *daemon.Daemon, sh *console.Shell, cfg 
 }
 
 // runLoop forwards until ctx ends, printing stats every period, then
-// stops, prints and writes the final stats and shuts down.
-func runLoop(ctx context.Context, d *daemon.Daemon, log *slog.Logger, period time.Duration, statsJSON string) int {
+// closes the control surfaces (closeCtl), stops, prints and writes the
+// final stats and shuts down.
+func runLoop(ctx context.Context, d *daemon.Daemon, log *slog.Logger, period time.Duration, statsJSON string, closeCtl func()) int {
 	var tick <-chan time.Time
 	if period > 0 {
 		t := time.NewTicker(period)
@@ -241,6 +247,10 @@ func runLoop(ctx context.Context, d *daemon.Daemon, log *slog.Logger, period tim
 		}
 	}
 	log.Info("stopping")
+	// No console command or SIGHUP reload from here on: one could start
+	// forwarding again under the final report, or reach the daemon
+	// after Close and crash it (Pipe and Ports are nil then).
+	closeCtl()
 	d.StopForwarding()
 	rep := d.Report()
 	rep.WriteText(os.Stdout)
@@ -378,7 +388,7 @@ func cmdHugepages(args []string, _ *slog.Logger) int {
 	plan := hugepages.MakePlan(st, demands, ps)
 	fmt.Print(plan.String())
 	if len(demands) > 0 && demands[0].TableBytes > 0 {
-		fmt.Printf("each socket's need includes the worker lcores' QP tables: %.1f MiB (qp_table = %d slots of %d bytes per worker)\n",
+		fmt.Printf("each socket's need includes the worker lcores' QP tables: %.1f MiB (qp_table = %d slots of %d bytes per worker, and a copy of each for show roce qp)\n",
 			float64(demands[0].TableBytes)/(1<<20), cfg.RoCE.QPTable, qpstats.SlotBytes)
 	}
 	if daemon.HasMemoryArg(cfg.EAL.Args) {

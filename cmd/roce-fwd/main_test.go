@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 // carry this process's id.
 func removeRuntimeDirs() {
 	for _, base := range []string{"/var/run/dpdk", filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "dpdk"), "/tmp/dpdk"} {
-		for _, kind := range []string{"cmd", "con", "flows"} {
+		for _, kind := range []string{"cmd", "con", "flows", "fault"} {
 			dirs, _ := filepath.Glob(filepath.Join(base, fmt.Sprintf("rf-%s-%d-*", kind, os.Getpid())))
 			for _, d := range dirs {
 				os.RemoveAll(d)
@@ -349,8 +349,8 @@ func TestHugepagesPrintsAPlan(t *testing.T) {
 		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// The built-in config runs one worker lcore with the default table.
-	want := fmt.Sprintf("QP tables: %.1f MiB (qp_table = 65536 slots of %d bytes per worker)",
-		float64(qpstats.Footprint(65536))/(1<<20), qpstats.SlotBytes)
+	want := fmt.Sprintf("QP tables: %.1f MiB (qp_table = 65536 slots of %d bytes per worker, and a copy of each for show roce qp)",
+		float64(qpstats.Footprint(65536)+qpstats.CopyFootprint(65536))/(1<<20), qpstats.SlotBytes)
 	if !strings.Contains(r.stdout, want) {
 		t.Errorf("the plan does not say %q:\n%s", want, r.stdout)
 	}
