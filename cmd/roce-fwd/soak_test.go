@@ -1,0 +1,270 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"roce-fwd/demotraffic"
+)
+
+// soakSample is one reading of the soaking daemon.
+type soakSample struct {
+	at         time.Duration
+	rssKiB     uint64 // the whole process
+	ownKiB     uint64 // outside DPDK's memory: what the Go and C heaps, stacks and code hold
+	dpdkAlloc  uint64 // bytes allocated from DPDK's heap (rte_malloc) on socket 0
+	goroutines float64
+	gcCount    float64
+	gcMaxPause float64 // seconds: the longest of the recent GC pauses
+	packets    uint64  // received on port "in" so far
+}
+
+// TestSoak runs the daemon for ROCE_FWD_SOAK (a duration, e.g. 30m; make
+// soak sets it) in roce mode with QoS shaping and flow rules, the console
+// and Prometheus exercised at every sample. It fails when the resident
+// memory after warm-up (a tenth of the run, 30 s to 3 min, and at least
+// three garbage collections: the Go heap's size is steady only after a few
+// cycles of the collector's pacing) grows by more
+// than 5%, when forwarding stops, or when a packet is not accounted for
+// at exit.
+//
+// DPDK's memory is measured apart: without hugepages its pages count in
+// the RSS from their first touch, and mbufs cycling through a mempool's
+// ring touch all of them over minutes, which is not a leak (on hugepages,
+// as in production, they are faulted in at start). What is checked there
+// is the DPDK heap's allocated bytes, from EAL's telemetry: a leak of
+// rte_malloc memory shows in them.
+func TestSoak(t *testing.T) {
+	env := os.Getenv("ROCE_FWD_SOAK")
+	if env == "" {
+		t.Skip("ROCE_FWD_SOAK is not set (make soak runs this for 30 minutes)")
+	}
+	dur, err := time.ParseDuration(env)
+	if err != nil || dur < time.Minute {
+		t.Fatalf("ROCE_FWD_SOAK=%q: want a duration of a minute or more", env)
+	}
+	warm := min(max(dur/10, 30*time.Second), 3*time.Minute)
+	every := 10 * time.Second
+
+	dir := t.TempDir()
+	pcap := filepath.Join(dir, "demo.pcap")
+	if err := demotraffic.WriteFile(pcap); err != nil {
+		t.Fatal(err)
+	}
+	statsPath := filepath.Join(dir, "stats.json")
+	r := &daemonRig{t: t, sock: filepath.Join(dir, "console.sock"), cfgPath: filepath.Join(dir, "rf.toml"),
+		prefix: fmt.Sprintf("rf-con-%d-soak", os.Getpid()), stderr: &syncBuffer{}}
+	r.writeConfig(rigConfig(r.prefix, pcap, r.sock, "127.0.0.1:0", `
+[[qos.port]]
+name = "out"
+rate = "500Mbps"
+  [[qos.port.tc]]
+  tc = 3
+  ecn = { min = "50KB", max = "500KB", probability = 0.2 }
+[[offload.rule]]
+port = "in"
+preset = "mark-roce"
+mark = 0x52
+[[offload.rule]]
+port = "in"
+preset = "dscp-count"
+dscp = [0, 26, 48]
+[[offload.rule]]
+port = "in"
+preset = "drop"
+dst = "2001:db8::/32"
+`))
+	r.cmd = exec.Command(binary, "run", "--config", r.cfgPath, "--stats-json", statsPath)
+	r.launch()
+	url := r.metricsURL()
+	pid := r.cmd.Process.Pid
+
+	var samples []soakSample
+	var warmMaps, lastMaps map[string]uint64
+	start := time.Now()
+	for time.Since(start) < dur {
+		time.Sleep(every)
+		s := soakSample{at: time.Since(start).Round(time.Second)}
+		s.rssKiB, s.ownKiB = rssKiB(t, pid)
+		if s.at >= warm && s.gcCount >= 3 && warmMaps == nil {
+			warmMaps = mappings(t, pid)
+		}
+		lastMaps = mappings(t, pid)
+		s.dpdkAlloc = dpdkHeapAlloc(t, r.prefix)
+		fams := scrapeMetrics(t, url)
+		if f := fams["go_goroutines"]; f != nil {
+			s.goroutines = f.Metric[0].GetGauge().GetValue()
+		}
+		if f := fams["go_gc_duration_seconds"]; f != nil {
+			sum := f.Metric[0].GetSummary()
+			s.gcCount = float64(sum.GetSampleCount())
+			for _, q := range sum.GetQuantile() {
+				if q.GetQuantile() == 1 {
+					s.gcMaxPause = q.GetValue()
+				}
+			}
+		}
+		fwd := r.fwd() // the console, once a sample
+		s.packets = fwd.Ports[0].RxPackets
+		if n := len(samples); n > 0 && s.packets <= samples[n-1].packets {
+			t.Fatalf("at %v: forwarding stopped (%d packets, %d before)", s.at, s.packets, samples[n-1].packets)
+		}
+		samples = append(samples, s)
+		t.Logf("%8v rss %7d KiB (%6d KiB outside DPDK memory)  DPDK heap %9d B  goroutines %3.0f  GCs %5.0f  max recent GC pause %6.3f ms  rx %d",
+			s.at, s.rssKiB, s.ownKiB, s.dpdkAlloc, s.goroutines, s.gcCount, s.gcMaxPause*1e3, s.packets)
+	}
+	r.stop()
+
+	// Memory: nothing may grow once warm.
+	i := slices.IndexFunc(samples, func(s soakSample) bool { return s.at >= warm && s.gcCount >= 3 })
+	if i < 0 || i == len(samples)-1 {
+		t.Fatalf("the run ended before the warm-up did (%v and three collections): make it longer", warm)
+	}
+	w := samples[i]
+	peak := slices.MaxFunc(samples[i:], func(a, b soakSample) int { return cmp.Compare(a.ownKiB, b.ownKiB) })
+	heapPeak := slices.MaxFunc(samples[i:], func(a, b soakSample) int { return cmp.Compare(a.dpdkAlloc, b.dpdkAlloc) })
+	last := samples[len(samples)-1]
+	pause := slices.MaxFunc(samples, func(a, b soakSample) int { return cmp.Compare(a.gcMaxPause, b.gcMaxPause) })
+	growth := float64(peak.ownKiB)/float64(w.ownKiB) - 1
+	t.Logf("soak %v, warm at %v: RSS outside DPDK memory %d KiB, peak %d KiB at %v (%+.2f%%), %d KiB at the end; whole RSS %d -> %d KiB; DPDK heap %d -> peak %d B; goroutines %.0f -> %.0f; %.0f GCs, longest pause %.3f ms; %d packets",
+		dur, w.at, w.ownKiB, peak.ownKiB, peak.at, growth*100, last.ownKiB, w.rssKiB, last.rssKiB, w.dpdkAlloc, heapPeak.dpdkAlloc,
+		w.goroutines, last.goroutines, last.gcCount, pause.gcMaxPause*1e3, last.packets)
+	t.Logf("mappings that grew after warm-up:")
+	logGrowth(t, warmMaps, lastMaps)
+	if growth > 0.05 {
+		t.Errorf("RSS outside DPDK memory grew %.1f%% after warm-up (%d -> %d KiB): more than 5%%", growth*100, w.ownKiB, peak.ownKiB)
+	}
+	if heapPeak.dpdkAlloc > w.dpdkAlloc+w.dpdkAlloc/20 {
+		t.Errorf("DPDK heap allocations grew from %d to %d bytes after warm-up: more than 5%%", w.dpdkAlloc, heapPeak.dpdkAlloc)
+	}
+	if last.goroutines > samples[i].goroutines+5 {
+		t.Errorf("goroutines grew from %.0f to %.0f", samples[i].goroutines, last.goroutines)
+	}
+
+	// Every packet is accounted for.
+	var s qosStats
+	if err := json.Unmarshal(readFileT(t, statsPath), &s); err != nil {
+		t.Fatal(err)
+	}
+	var rx, tx, drops uint64
+	for _, p := range s.Ports {
+		rx += p.RxPackets
+		tx += p.TxPackets
+	}
+	for _, v := range s.Drops {
+		drops += v
+	}
+	t.Logf("at exit: received %d, generated %d, transmitted %d, dropped %d %v, queued %d", rx, s.Generated, tx, drops, s.Drops, s.Queued)
+	if rx+s.Generated != tx+drops+s.Queued {
+		t.Errorf("received %d + generated %d != transmitted %d + dropped %d + queued %d: %d packets unaccounted for",
+			rx, s.Generated, tx, drops, s.Queued, int64(rx+s.Generated)-int64(tx+drops+s.Queued))
+	}
+}
+
+// rssKiB is the resident memory of process pid, in all and outside DPDK's
+// memory (EAL's memfd or hugepage file mappings), from /proc/pid/smaps.
+func rssKiB(t *testing.T, pid int) (all, own uint64) {
+	t.Helper()
+	for m, kib := range mappings(t, pid) {
+		all += kib
+		if !strings.Contains(m, "memfd:nohuge") && !strings.Contains(m, "rtemap_") && !strings.Contains(m, "hugepages") {
+			own += kib
+		}
+	}
+	return all, own
+}
+
+// mappings is the resident KiB of each mapping of process pid, by its
+// smaps header ("start-end perms offset dev inode [name]").
+func mappings(t *testing.T, pid int) map[string]uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	head := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(f[0], ":") {
+			head = strings.Join(f, " ")
+			continue
+		}
+		if f[0] == "Rss:" && len(f) >= 2 {
+			n, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[head] += n
+		}
+	}
+	return out
+}
+
+// logGrowth logs the mappings whose resident memory grew from before to
+// after, largest growth first: where to look when the soak fails.
+func logGrowth(t *testing.T, before, after map[string]uint64) {
+	type g struct {
+		m    string
+		kib  int64
+		from uint64
+	}
+	var gs []g
+	for m, n := range after {
+		if d := int64(n) - int64(before[m]); d > 0 {
+			gs = append(gs, g{m, d, before[m]})
+		}
+	}
+	slices.SortFunc(gs, func(a, b g) int { return cmp.Compare(b.kib, a.kib) })
+	for _, x := range gs[:min(len(gs), 8)] {
+		t.Logf("  +%6d KiB (from %6d KiB): %s", x.kib, x.from, x.m)
+	}
+}
+
+// dpdkHeapAlloc asks EAL's telemetry socket of the daemon with file prefix
+// prefix for /eal/heap_info,0 and returns its Alloc_size.
+func dpdkHeapAlloc(t *testing.T, prefix string) uint64 {
+	t.Helper()
+	var c net.Conn
+	var err error
+	for _, base := range []string{"/var/run/dpdk", filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "dpdk"), "/tmp/dpdk"} {
+		if c, err = net.Dial("unixpacket", filepath.Join(base, prefix, "dpdk_telemetry.v2")); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("DPDK telemetry: %v", err)
+	}
+	defer c.Close()
+	buf := make([]byte, 1<<16)
+	if _, err := c.Read(buf); err != nil { // the greeting
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("/eal/heap_info,0")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reply map[string]struct {
+		Alloc uint64 `json:"Alloc_size"`
+	}
+	if err := json.Unmarshal(buf[:n], &reply); err != nil {
+		t.Fatalf("/eal/heap_info,0: %v: %s", err, buf[:n])
+	}
+	return reply["/eal/heap_info"].Alloc
+}
