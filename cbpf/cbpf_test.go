@@ -1,0 +1,120 @@
+package cbpf_test
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"golang.org/x/net/bpf"
+
+	"roce-fwd/cbpf"
+	"roce-fwd/demotraffic"
+	"roce-fwd/dpdk"
+)
+
+// Filters libpcap compiles select the frames tcpdump would: RoCEv2 by UDP
+// port, CE-marked IPv4, and neither of them on a frame that is not IP.
+func TestLibpcapFilters(t *testing.T) {
+	frames := demotraffic.Frames()
+	var roce, other int
+	for _, f := range frames {
+		if len(f) > 37 && binary.BigEndian.Uint16(f[12:]) == 0x0800 && f[23] == 17 && binary.BigEndian.Uint16(f[36:]) == 4791 {
+			roce++
+		} else {
+			other++
+		}
+	}
+	if roce == 0 || other == 0 {
+		t.Fatalf("the demo frames hold %d RoCEv2 and %d other frames: want both", roce, other)
+	}
+	p, err := dpdk.CompileBPF("ip and udp dst port 4791", 262144)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	for _, f := range frames {
+		if cbpf.Run(p, f) != 0 {
+			got++
+		}
+	}
+	if got != roce {
+		t.Errorf("udp dst port 4791 kept %d frames, want the %d RoCEv2 IPv4 frames", got, roce)
+	}
+	// ECN CE on a frame made CE, not on its original.
+	ce, err := dpdk.CompileBPF("ip[1] & 3 == 3", 262144)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := append([]byte(nil), frames[0]...)
+	if binary.BigEndian.Uint16(f[12:]) != 0x0800 {
+		t.Fatal("the first demo frame is not IPv4")
+	}
+	f[15] &^= 3
+	if cbpf.Run(ce, f) != 0 {
+		t.Error("ip[1] & 3 == 3 kept a Not-ECT frame")
+	}
+	f[15] |= 3
+	if cbpf.Run(ce, f) == 0 {
+		t.Error("ip[1] & 3 == 3 dropped a CE frame")
+	}
+	if _, err := dpdk.CompileBPF("udp dst port banana", 65535); err == nil {
+		t.Error("a filter that does not compile was accepted")
+	}
+}
+
+// Check refuses what Run cannot run safely.
+func TestCheck(t *testing.T) {
+	bad := map[string][]cbpf.Insn{
+		"empty":           nil,
+		"no return":       {{Code: 0x00, K: 1}},
+		"jump out":        {{Code: 0x05, K: 5}, {Code: 0x06, K: 1}},
+		"cond jump out":   {{Code: 0x15, Jt: 3}, {Code: 0x06, K: 1}},
+		"scratch 16":      {{Code: 0x02, K: 16}, {Code: 0x06, K: 1}},
+		"divide by 0":     {{Code: 0x34, K: 0}, {Code: 0x06, K: 1}},
+		"load mode":       {{Code: 0xe0}, {Code: 0x06, K: 1}},
+		"bad alu op":      {{Code: 0xb4, K: 1}, {Code: 0x06, K: 1}},
+		"bad jump op":     {{Code: 0x55}, {Code: 0x06, K: 1}},
+		"ldx scratch 100": {{Code: 0x61, K: 100}, {Code: 0x06, K: 1}},
+	}
+	for name, p := range bad {
+		if err := cbpf.Check(p); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// Run agrees with golang.org/x/net/bpf's interpreter on every program
+// both accept, over any packet.
+func FuzzRun(f *testing.F) {
+	f.Add([]byte{0x28, 0, 0, 0, 12, 0, 0, 0, 0x15, 0, 0, 1, 0, 0, 8, 0, 0x06, 0, 0, 0, 0xff, 0xff, 0, 0, 0x06, 0, 0, 0, 0, 0, 0, 0}, []byte("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x08\x00\x45\x00"))
+	f.Add([]byte{0xb1, 0, 0, 0, 14, 0, 0, 0, 0x48, 0, 0, 0, 16, 0, 0, 0, 0x16, 0, 0, 0, 0, 0, 0, 0}, []byte("\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x08\x00\x45\x00\x00\x54"))
+	f.Fuzz(func(t *testing.T, code, pkt []byte) {
+		var p []cbpf.Insn
+		var raw []bpf.RawInstruction
+		for i := 0; i+8 <= len(code) && len(p) < 64; i += 8 {
+			in := cbpf.Insn{Code: binary.BigEndian.Uint16(code[i:]), Jt: code[i+2], Jf: code[i+3], K: binary.BigEndian.Uint32(code[i+4:])}
+			p = append(p, in)
+			raw = append(raw, bpf.RawInstruction{Op: in.Code, Jt: in.Jt, Jf: in.Jf, K: in.K})
+		}
+		if cbpf.Check(p) != nil {
+			return
+		}
+		insns, ok := bpf.Disassemble(raw)
+		if !ok {
+			return // an instruction x/net/bpf does not know
+		}
+		vm, err := bpf.NewVM(insns)
+		if err != nil {
+			return
+		}
+		want, err := vm.Run(pkt)
+		if err != nil {
+			return
+		}
+		got := cbpf.Run(p, pkt)
+		// x/net/bpf returns min(verdict, len(pkt)) bytes; only accept
+		// or reject is comparable.
+		if (got != 0) != (want != 0) {
+			t.Fatalf("program %+v on %x: cbpf %d, x/net/bpf %d", p, pkt, got, want)
+		}
+	})
+}
