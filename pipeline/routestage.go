@@ -472,6 +472,9 @@ func (w *Worker) egressByPort(b *burst) {
 	}
 	// Drops are counted (and taken packets left) here; the forwarded go
 	// out per port below.
+	if len(w.taps) != 0 {
+		w.tapOut(b, false, true)
+	}
 	seen := rs.seenTx[:0]
 	for j, m := range b.pkts {
 		switch f := b.fate[j]; {

@@ -97,6 +97,7 @@ type Worker struct {
 	rt       *routeStage // the routed path, when the config has routes
 	b        burst       // the burst being handled
 	box      mailbox     // the control plane's work for the worker
+	taps     []*tap      // capture and trace (tap.go), usually none
 	// tableErrors counts table swaps the worker could not apply.
 	tableErrors atomic.Uint64
 }
@@ -136,6 +137,9 @@ func (w *Worker) Poll() int {
 // handle takes a burst through the stages of the worker's mode, each a
 // pass over the whole burst, and disposes of it.
 func (w *Worker) handle(b *burst) {
+	if len(w.taps) != 0 {
+		w.tapRx(b)
+	}
 	if w.rt != nil && w.rt.fromKernel[b.src] >= 0 {
 		// What the kernel sends out of a port's exception path (ARP, ND,
 		// its own traffic, what it forwarded) leaves by the port as is.

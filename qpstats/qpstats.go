@@ -724,3 +724,6 @@ var classOf = func() (t [256]uint8) {
 	}
 	return t
 }()
+
+// ClassOf is the class of opcode op (ClassSend ... ClassOther).
+func ClassOf(op roce.Opcode) int { return int(classOf[op] & (NumClasses - 1)) }

@@ -1,0 +1,333 @@
+package pipeline
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"roce-fwd/cbpf"
+	"roce-fwd/dpdk"
+	"roce-fwd/qpstats"
+	"roce-fwd/roce"
+)
+
+// A tap copies the packets its filter selects, with where they came from
+// and what became of them, into a ring per worker that a goroutine of the
+// control plane drains: packet capture (pcapng) and packet trace both read
+// taps. A worker with no tap pays one length check per burst. A worker
+// with one copies at most Snaplen bytes per selected packet and never
+// waits: a full ring counts the packet as lost, and forwarding goes on.
+//
+// Packets are seen at two points: as received, before any stage changed
+// them (TapRx), and at the end of their burst, as they leave (TapTx: sent,
+// or queued by QoS to be sent) or are dropped under a reason (TapDrop).
+// A drop that happens after the burst (tx_full, in the PMD's ring; a
+// QoS queue flushed by the PFC watchdog) is counted but not tapped.
+
+// TapDir is a set of the points a tap sees packets at.
+type TapDir uint8
+
+const (
+	TapRx   TapDir = 1 << iota // as received
+	TapTx                      // as sent out of a port, or queued by QoS for it
+	TapDrop                    // dropped, with the reason
+	TapAll  = TapRx | TapTx | TapDrop
+)
+
+func (d TapDir) String() string {
+	switch d {
+	case TapRx:
+		return "rx"
+	case TapTx:
+		return "tx"
+	case TapDrop:
+		return "drop"
+	case TapAll:
+		return "all"
+	}
+	s := ""
+	for _, x := range []TapDir{TapRx, TapTx, TapDrop} {
+		if d&x != 0 {
+			if s != "" {
+				s += ","
+			}
+			s += x.String()
+		}
+	}
+	return s
+}
+
+// TapFilter selects packets. The zero value of each field but Dirs selects
+// everything.
+type TapFilter struct {
+	Dirs    TapDir
+	Port    int    // rx port for rx and drop, tx port for tx; -1: any
+	Reasons uint64 // drops: bit r selects Reason r; 0: every reason
+	QP      int64  // RoCEv2 destination QP; -1: any
+	Classes uint8  // RoCEv2 opcode classes (bit qpstats.Class*); 0: any
+	BPF     []cbpf.Insn
+}
+
+// roce reports whether the filter looks at RoCE fields.
+func (f *TapFilter) roce() bool { return f.QP >= 0 || f.Classes != 0 }
+
+// TapSpec is what a tap takes.
+type TapSpec struct {
+	Filter  TapFilter
+	Snaplen int    // bytes kept of each packet
+	Count   uint64 // packets to take; 0: no limit
+	Slots   int    // ring slots per worker, a power of two
+}
+
+// TapRecord is one tapped packet.
+type TapRecord struct {
+	NS       int64 // unix nanoseconds of the poll
+	Lcore    uint16
+	RxPort   uint16
+	RxQueue  uint16
+	TxPort   uint16 // TapTx: the port it leaves by
+	Dir      TapDir
+	Reason   Reason // TapDrop
+	Queued   bool   // TapTx: queued by QoS, sent later
+	RxECN    uint8  // roce mode: the ECN codepoint as received (TapTx)
+	HasRxECN bool
+	Len      uint32 // the frame's length
+	Data     []byte // the first Snaplen bytes (a view into the ring: copy it to keep it)
+}
+
+// tapRing is one worker's ring: the worker writes records and their bytes
+// and publishes them with tail, the control plane reads up to tail and
+// frees slots with head.
+type tapRing struct {
+	recs []TapRecord
+	data []byte
+	snap int
+	mask uint64
+	_    [64]byte
+	head atomic.Uint64
+	_    [56]byte
+	tail atomic.Uint64
+	lost atomic.Uint64 // selected but the ring was full
+	took atomic.Uint64 // selected and written
+	_    [40]byte
+}
+
+// tap is a worker's view of a tap: its filter, ring and limit, and the
+// worker's own write position.
+type tap struct {
+	f     TapFilter
+	ring  *tapRing
+	limit uint64
+	pos   uint64 // next slot to write; published to ring.tail per burst
+	taken uint64
+	lost  uint64
+	res   roce.Result // scratch for filters on RoCE fields outside roce mode
+}
+
+func newTapRing(snap, slots int) *tapRing {
+	return &tapRing{recs: make([]TapRecord, slots), data: make([]byte, slots*snap), snap: snap, mask: uint64(slots - 1)}
+}
+
+// selects reports whether t takes packet j of b at point d, with rx port
+// rx and tx port tx.
+func (t *tap) selects(w *Worker, b *burst, j int, d TapDir, rx, tx uint16, reason Reason) bool {
+	f := &t.f
+	if f.Dirs&d == 0 || t.limit != 0 && t.taken >= t.limit {
+		return false
+	}
+	if f.Port >= 0 {
+		p := rx
+		if d == TapTx {
+			p = tx
+		}
+		if int(p) != f.Port {
+			return false
+		}
+	}
+	if d == TapDrop && f.Reasons != 0 && f.Reasons&(1<<reason) == 0 {
+		return false
+	}
+	if f.roce() {
+		r := &t.res
+		if w.mode == ModeRoCE && d != TapRx {
+			r = &b.res[j]
+		} else {
+			roce.Classify(b.pkts[j].Data(), nil, false, r)
+		}
+		if !r.RoCE || f.QP >= 0 && int64(r.DestQP) != f.QP ||
+			f.Classes != 0 && f.Classes&(1<<qpstats.ClassOf(r.Opcode)) == 0 {
+			return false
+		}
+	}
+	if f.BPF != nil && cbpf.Run(f.BPF, b.pkts[j].Data()) == 0 {
+		return false
+	}
+	return true
+}
+
+// record writes packet m to the ring, or counts it lost.
+func (t *tap) record(m *dpdk.Mbuf, rec TapRecord) {
+	r := t.ring
+	t.taken++
+	if t.pos-r.head.Load() > r.mask {
+		t.lost++
+		return
+	}
+	i := t.pos & r.mask
+	d := m.Data()
+	n := copy(r.data[int(i)*r.snap:int(i+1)*r.snap], d)
+	rec.Len = uint32(m.PktLen())
+	rec.Data = r.data[int(i)*r.snap : int(i)*r.snap+n]
+	r.recs[i] = rec
+	t.pos++
+}
+
+// publish makes the burst's records visible to the reader.
+func (t *tap) publish() {
+	t.ring.tail.Store(t.pos)
+	t.ring.took.Store(t.taken - t.lost)
+	t.ring.lost.Store(t.lost)
+}
+
+// tapRx records the packets of b its taps select, as received.
+func (w *Worker) tapRx(b *burst) {
+	src := &w.rx[b.src]
+	ns := w.clock.ns(w.step.TSC())
+	for _, t := range w.taps {
+		if t.f.Dirs&TapRx == 0 {
+			continue
+		}
+		for j, m := range b.pkts {
+			if t.selects(w, b, j, TapRx, src.port, 0, 0) {
+				t.record(m, TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: TapRx})
+			}
+		}
+		t.publish()
+	}
+}
+
+// tapOut records the packets of b its taps select as they leave or are
+// dropped at the end of the burst: the forwarded and queued ones out of
+// tx queue b.tx when out is set, the dropped ones when drops is.
+func (w *Worker) tapOut(b *burst, out, drops bool) {
+	src := &w.rx[b.src]
+	txPort := w.step.Txq[b.tx].Port
+	ns := w.clock.ns(w.step.TSC())
+	for _, t := range w.taps {
+		if t.f.Dirs&(TapTx|TapDrop) == 0 {
+			continue
+		}
+		for j, m := range b.pkts {
+			rec := TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue}
+			switch f := b.fate[j]; {
+			case f >= fateDrop && drops:
+				rec.Dir, rec.Reason = TapDrop, Reason(f-fateDrop)
+			case f < fateDrop && out:
+				rec.Dir, rec.TxPort, rec.Queued = TapTx, txPort, f == fateTaken
+				if w.mode == ModeRoCE {
+					rec.RxECN, rec.HasRxECN = b.res[j].ECN, true
+				}
+			default:
+				continue
+			}
+			if t.selects(w, b, j, rec.Dir, src.port, txPort, rec.Reason) {
+				t.record(m, rec)
+			}
+		}
+		t.publish()
+	}
+}
+
+// Tap is an armed tap, as the control plane holds it.
+type Tap struct {
+	p     *Pipeline
+	rings []*tapRing // per worker
+	taps  []*tap
+	spec  TapSpec
+}
+
+// Spec is what the tap was armed with.
+func (t *Tap) Spec() TapSpec { return t.spec }
+
+// ArmTap starts a tap on every worker.
+func (p *Pipeline) ArmTap(spec TapSpec) (*Tap, error) {
+	if spec.Snaplen < 1 || spec.Snaplen > 65535 {
+		return nil, fmt.Errorf("snaplen %d: want 1..65535", spec.Snaplen)
+	}
+	if spec.Slots < 2 || spec.Slots&(spec.Slots-1) != 0 {
+		return nil, fmt.Errorf("%d ring slots: want a power of two", spec.Slots)
+	}
+	if spec.Filter.Dirs == 0 {
+		spec.Filter.Dirs = TapAll
+	}
+	if spec.Filter.BPF != nil {
+		if err := cbpf.Check(spec.Filter.BPF); err != nil {
+			return nil, err
+		}
+	}
+	t := &Tap{p: p, spec: spec}
+	for range p.Workers {
+		r := newTapRing(spec.Snaplen, spec.Slots)
+		wt := &tap{f: spec.Filter, ring: r, limit: spec.Count}
+		t.rings = append(t.rings, r)
+		t.taps = append(t.taps, wt)
+	}
+	for i, w := range p.Workers {
+		wt := t.taps[i]
+		taps := append(append([]*tap(nil), w.taps...), wt)
+		if err := w.do("tap", func() bool { w.taps = taps; return true }); err != nil {
+			t.Disarm()
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Disarm takes the tap off every worker. Records already in the rings
+// stay readable.
+func (t *Tap) Disarm() {
+	for i, w := range t.p.Workers {
+		var keep []*tap
+		for _, x := range w.taps {
+			if x != t.taps[i] {
+				keep = append(keep, x)
+			}
+		}
+		// A worker that does not answer keeps writing to a ring nobody
+		// reads: harmless, and it stops at its count.
+		w.do("tap removal", func() bool { w.taps = keep; return true })
+	}
+}
+
+// Read passes each record the workers published since the last Read to
+// fn, worker by worker, and frees their slots. rec.Data is valid only
+// during fn.
+func (t *Tap) Read(fn func(rec *TapRecord)) int {
+	n := 0
+	for _, r := range t.rings {
+		head, tail := r.head.Load(), r.tail.Load()
+		for ; head != tail; head++ {
+			fn(&r.recs[head&r.mask])
+			n++
+		}
+		r.head.Store(head)
+	}
+	return n
+}
+
+// Counts are the packets the tap selected: taken (written to its rings)
+// and lost (the rings were full).
+func (t *Tap) Counts() (taken, lost uint64) {
+	for _, r := range t.rings {
+		taken += r.took.Load()
+		lost += r.lost.Load()
+	}
+	return
+}
+
+// Done reports whether the workers have selected the tap's count of
+// packets between them (each stops at that count on its own, so together
+// they may select more; a reader stops at the count).
+func (t *Tap) Done() bool {
+	taken, lost := t.Counts()
+	return t.spec.Count != 0 && taken+lost >= t.spec.Count
+}
