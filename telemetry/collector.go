@@ -8,6 +8,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"roce-fwd/daemon"
+	"roce-fwd/dpdk"
 	"roce-fwd/flowrule"
 	"roce-fwd/offload"
 	"roce-fwd/pipeline"
@@ -57,7 +59,7 @@ type collector struct {
 	portRxMissed, portRxErrors, portRxNoMbuf, portTxErrors, portTxDropped metric
 	portLinkUp, portLinkSpeed                                             metric
 
-	lcorePackets, lcoreBusy, lcoreBursts, lcoreEmpty metric
+	lcorePackets, lcoreBusy, lcoreBursts, lcoreEmpty, tscHz metric
 
 	qosEnqPackets, qosEnqBytes, qosTxPackets, qosTxBytes, qosECN metric
 	qosDropped, qosDepth, qosMaxDepth, qosPaused                 metric
@@ -71,6 +73,7 @@ type collector struct {
 	roceTC                                                                    metric
 
 	qpSlots, qpBytes, qpUsed, qpFlows, qpInserts, qpEvictions, qpAged metric
+	qpPackets, qpFlowBytes                                            metric
 
 	flowPackets, flowBytes, flowMeter, flowRules, flowBackend metric
 	flowInserted, flowFailures, flowNotApplicable             metric
@@ -86,6 +89,7 @@ func NewCollector(src Source) prometheus.Collector {
 	tc := []string{"port", "tc"}
 	prio := []string{"port", "priority"}
 	rp := []string{"port"}
+	qp := []string{"src", "dst", "qp"}
 	rule := []string{"port", "rule", "group", "where"}
 	return &collector{
 		src: src,
@@ -112,6 +116,7 @@ func NewCollector(src Source) prometheus.Collector {
 		lcoreBusy:    counter("lcore_busy_cycles_total", "TSC cycles of polls that carried packets.", lcore...),
 		lcoreBursts:  counter("lcore_bursts_total", "Polls that returned packets.", lcore...),
 		lcoreEmpty:   counter("lcore_empty_polls_total", "Polls that returned no packet.", lcore...),
+		tscHz:        gauge("tsc_frequency_hertz", "TSC cycles per second, as EAL measured them: rate(rocefwd_lcore_busy_cycles_total) divided by it is a worker's busy share."),
 
 		qosEnqPackets: counter("qos_enqueued_packets_total", "Packets queued in the traffic class.", tc...),
 		qosEnqBytes:   counter("qos_enqueued_bytes_total", "Bytes queued in the traffic class.", tc...),
@@ -160,6 +165,8 @@ func NewCollector(src Source) prometheus.Collector {
 		qpInserts:   counter("qp_table_inserts_total", "Flows added to the tables."),
 		qpEvictions: counter("qp_table_evictions_total", "Live flows pushed out because their bucket was full."),
 		qpAged:      counter("qp_table_aged_total", "Idle flows whose slot was reused."),
+		qpPackets:   counter("qp_packets_total", "Packets of a QP flow; only the top flows by bytes, as the stats report lists them (a flow's series starts and ends as it enters and leaves the top).", qp...),
+		qpFlowBytes: counter("qp_bytes_total", "Bytes of a QP flow; only the top flows by bytes, as the stats report lists them.", qp...),
 
 		flowPackets:       counter("flow_rule_packets_total", "Packets the flow rule counted, on the NIC (hw) or in the software table (sw).", rule...),
 		flowBytes:         counter("flow_rule_bytes_total", "Bytes the flow rule counted.", rule...),
@@ -187,7 +194,7 @@ func (c *collector) metrics() []metric {
 		c.portRxPackets, c.portRxBytes, c.portTxPackets, c.portTxBytes,
 		c.portRxMissed, c.portRxErrors, c.portRxNoMbuf, c.portTxErrors, c.portTxDropped,
 		c.portLinkUp, c.portLinkSpeed,
-		c.lcorePackets, c.lcoreBusy, c.lcoreBursts, c.lcoreEmpty,
+		c.lcorePackets, c.lcoreBusy, c.lcoreBursts, c.lcoreEmpty, c.tscHz,
 		c.qosEnqPackets, c.qosEnqBytes, c.qosTxPackets, c.qosTxBytes, c.qosECN,
 		c.qosDropped, c.qosDepth, c.qosMaxDepth, c.qosPaused,
 		c.pfcMode, c.pfcRxFrames, c.pfcRxXOFF, c.pfcRxXON, c.pfcPaused, c.pfcTxXOFF, c.pfcTxXON,
@@ -195,7 +202,7 @@ func (c *collector) metrics() []metric {
 		c.wdDetected, c.wdRestored, c.wdDropped, c.wdInStorm,
 		c.roceFrames, c.roceBytes, c.roceRoCEFrames, c.roceRoCEBytes, c.roceOther, c.roceIP,
 		c.roceOpcode, c.roceCNP, c.roceECN, c.roceICRC, c.roceMalformed, c.rocePFC, c.rocePause, c.roceTC,
-		c.qpSlots, c.qpBytes, c.qpUsed, c.qpFlows, c.qpInserts, c.qpEvictions, c.qpAged,
+		c.qpSlots, c.qpBytes, c.qpUsed, c.qpFlows, c.qpInserts, c.qpEvictions, c.qpAged, c.qpPackets, c.qpFlowBytes,
 		c.flowPackets, c.flowBytes, c.flowMeter, c.flowRules, c.flowBackend,
 		c.flowInserted, c.flowFailures, c.flowNotApplicable,
 		c.routePackets, c.ecmpPackets, c.ecmpBytes, c.ecmpBuckets, c.fibRoutes, c.fibGroups, c.fibBytes, c.puntPackets, c.puntTxDropped}
@@ -277,6 +284,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		u(c.lcoreBusy, lc.BusyCycles, l...)
 		u(c.lcoreBursts, lc.Bursts, l...)
 		u(c.lcoreEmpty, lc.EmptyPolls, l...)
+	}
+	if hz := tscHz(); hz > 0 {
+		u(c.tscHz, hz)
 	}
 
 	for port, tcs := range r.QoS {
@@ -367,7 +377,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	u(c.qpInserts, t.Inserts)
 	u(c.qpEvictions, t.Evictions)
 	u(c.qpAged, t.Aged)
+	for _, f := range r.TopQPs {
+		l := []string{f.Src, f.Dst, fmt.Sprintf("0x%06x", f.QP)} // as "show roce qp" prints it
+		u(c.qpPackets, f.Packets, l...)
+		u(c.qpFlowBytes, f.Bytes, l...)
+	}
 }
+
+// tscHz is the TSC frequency, 0 before EAL starts; a variable for tests.
+var tscHz = dpdk.TSCHz
 
 // collectFlows reports every port's flow rules. Each NIC rule's counter
 // is a query to the PMD, so a port's rules are listed once per scrape.

@@ -87,6 +87,8 @@ func value(m *dto.Metric) float64 {
 }
 
 func TestMetrics(t *testing.T) {
+	defer func(f func() uint64) { tscHz = f }(tscHz)
+	tscHz = func() uint64 { return 2_400_000_000 }
 	var calls atomic.Int32
 	mfs := scrape(t, func() daemon.Report { calls.Add(1); return testReport() })
 	if n := calls.Load(); n != 1 {
@@ -133,6 +135,7 @@ func TestMetrics(t *testing.T) {
 		{"rocefwd_lcore_busy_cycles_total", l("lcore", "1"), 5002, counter},
 		{"rocefwd_lcore_bursts_total", l("lcore", "1"), 5003, counter},
 		{"rocefwd_lcore_empty_polls_total", l("lcore", "1"), 5004, counter},
+		{"rocefwd_tsc_frequency_hertz", nil, 2.4e9, gauge},
 
 		{"rocefwd_qos_enqueued_packets_total", l("port", "p1", "tc", "3"), 3001, counter},
 		{"rocefwd_qos_enqueued_bytes_total", l("port", "p1", "tc", "3"), 3002, counter},
@@ -190,6 +193,10 @@ func TestMetrics(t *testing.T) {
 		{"rocefwd_qp_table_inserts_total", nil, 34, counter},
 		{"rocefwd_qp_table_evictions_total", nil, 35, counter},
 		{"rocefwd_qp_table_aged_total", nil, 36, counter},
+		{"rocefwd_qp_packets_total", l("src", "10.0.0.1", "dst", "10.0.0.2", "qp", "0x001234"), 8001, counter},
+		{"rocefwd_qp_bytes_total", l("src", "10.0.0.1", "dst", "10.0.0.2", "qp", "0x001234"), 8002, counter},
+		{"rocefwd_qp_packets_total", l("src", "fd00::1", "dst", "fd00::2", "qp", "0xabcdef"), 8003, counter},
+		{"rocefwd_qp_bytes_total", l("src", "fd00::1", "dst", "fd00::2", "qp", "0xabcdef"), 8004, counter},
 
 		{"rocefwd_flow_rule_packets_total", l("port", "p0", "rule", "0", "group", "0", "where", "sw"), 601, counter},
 		{"rocefwd_flow_rule_bytes_total", l("port", "p0", "rule", "0", "group", "0", "where", "sw"), 602, counter},
@@ -232,6 +239,10 @@ func TestMetrics(t *testing.T) {
 	}
 	if _, ok := sample(mfs, "rocefwd_roce_malformed_frames_total", map[string]string{"reason": "none"}); ok {
 		t.Error(`malformed reason "none" exported`)
+	}
+	// One series per QP flow of the report's top list, no more.
+	if n := len(mfs["rocefwd_qp_packets_total"].GetMetric()); n != 2 {
+		t.Errorf("%d rocefwd_qp_packets_total series, want 2 (the report's top QPs)", n)
 	}
 	// The dedicated registry carries the runtime and process metrics too.
 	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total", "promhttp_metric_handler_requests_total"} {
@@ -319,6 +330,15 @@ func TestMetricsIOMode(t *testing.T) {
 	}
 	if m, ok := sample(mfs, "rocefwd_port_rx_packets_total", map[string]string{"port": "p0"}); !ok || value(m) != 1234 {
 		t.Errorf("port counters missing in io mode")
+	}
+}
+
+// Before EAL measured the TSC there is no frequency to give.
+func TestTSCFrequencyUnknown(t *testing.T) {
+	defer func(f func() uint64) { tscHz = f }(tscHz)
+	tscHz = func() uint64 { return 0 }
+	if mf := scrape(t, testReport)["rocefwd_tsc_frequency_hertz"]; mf != nil {
+		t.Errorf("TSC frequency exported as %v while unknown", mf)
 	}
 }
 

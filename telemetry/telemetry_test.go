@@ -73,6 +73,10 @@ func testReport() daemon.Report {
 			QPTable: qpstats.TableStats{Slots: 4096, Used: 33, Inserts: 34, Evictions: 35, Aged: 36},
 			QPFlows: 33,
 		},
+		TopQPs: []qpstats.FlowReport{
+			{Src: "10.0.0.1", Dst: "10.0.0.2", QP: 0x1234, Packets: 8001, Bytes: 8002},
+			{Src: "fd00::1", Dst: "fd00::2", QP: 0xabcdef, Packets: 8003, Bytes: 8004},
+		},
 		Flows: newFakeFlows(),
 	}
 }
