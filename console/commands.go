@@ -35,6 +35,7 @@ func New(d *daemon.Daemon) *Shell {
 	}
 	s.add(commands()...)
 	s.add(routeCommands()...)
+	s.add(captureCommands()...)
 	return s
 }
 
@@ -44,6 +45,7 @@ func newGrammar(ports []Port) *Shell {
 	s := &Shell{ports: func() []Port { return ports }}
 	s.add(commands()...)
 	s.add(routeCommands()...)
+	s.add(captureCommands()...)
 	return s
 }
 

@@ -1,9 +1,12 @@
 package console
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+
+	"roce-fwd/capture"
 )
 
 // FuzzGrammar feeds arbitrary lines to the console's grammar: resolving,
@@ -19,7 +22,8 @@ func FuzzGrammar(f *testing.F) {
 		"flow create 0 ingress pattern eth / ipv4 / udp dst is 4791 / end actions queue index 1 / end",
 		"fl de in rule 3", "route add 10.0.0.0/8 via 10.1.0.2 port in weight 3 via 10.1.0.3 port out",
 		"route add 2001:db8::/32 drop", "neighbor add in 10.1.0.2 b8:ce:f6:00:00:01", "show ip fib 10.0.0.0/8",
-		"show port ?", "?", "s", "port start all", "set fwd m", "--json show fwd stats all",
+		"capture start port in drop reason qos_wred,flow_drop qp 0x12 class data,ack file /tmp/x count 5 snaplen 64 filter udp port 4791",
+		"trace start port in count 5 rx", "show port ?", "?", "s", "port start all", "set fwd m", "--json show fwd stats all",
 	} {
 		f.Add(seed)
 	}
@@ -50,6 +54,15 @@ func FuzzGrammar(f *testing.F) {
 		case "route":
 			if len(words) > 2 && words[1] == "add" {
 				parseRoute(words[2:])
+			}
+		case "capture", "trace":
+			if len(words) > 1 && words[1] == "start" {
+				capture.ParseArgs(words[2:], words[0] == "trace", func(p string) (uint16, error) {
+					if p == "in" || p == "0" {
+						return 0, nil
+					}
+					return 0, errors.New("no port")
+				})
 			}
 		}
 	})

@@ -76,6 +76,13 @@ func TestResolve(t *testing.T) {
 		{"route load /tmp/routes.txt", "route load <rest>", "route load /tmp/routes.txt"},
 		{"neighbor add in 10.1.0.2 b8:ce:f6:00:00:01", "neighbor add|del <rest>", "neighbor add in 10.1.0.2 b8:ce:f6:00:00:01"},
 		{"neighbor del in 10.1.0.2", "neighbor add|del <rest>", "neighbor del in 10.1.0.2"},
+		{"capture start port in drop file /tmp/d.pcapng", "capture start <rest>", "capture start port in drop file /tmp/d.pcapng"},
+		{"capture stop", "capture stop", "capture stop"},
+		{"show capture", "show capture", "show capture"},
+		{"trace start port out count 10", "trace start [<rest>]", "trace start port out count 10"},
+		{"trace start", "trace start [<rest>]", "trace start"},
+		{"trace clear", "trace stop|clear", "trace clear"},
+		{"show trace", "show trace", "show trace"},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {
@@ -138,9 +145,9 @@ func TestComplete(t *testing.T) {
 		line string
 		want []string
 	}{
-		{"", []string{"clear", "exit", "flow", "help", "neighbor", "port", "quit", "reload", "route", "set", "show", "start", "stop"}},
+		{"", []string{"capture", "clear", "exit", "flow", "help", "neighbor", "port", "quit", "reload", "route", "set", "show", "start", "stop", "trace"}},
 		{"sh", []string{"show"}},
-		{"show ", []string{"config", "ecmp", "errors", "fwd", "hugepages", "ip", "ipv6", "lcores", "neighbors", "numa", "offload", "pfc", "port", "qos", "roce", "running-config"}},
+		{"show ", []string{"capture", "config", "ecmp", "errors", "fwd", "hugepages", "ip", "ipv6", "lcores", "neighbors", "numa", "offload", "pfc", "port", "qos", "roce", "running-config", "trace"}},
 		{"route ", []string{"add", "del", "load"}},
 		{"show offload ", []string{"0", "1", "all", "in", "out"}},
 		{"show port ", []string{"info", "stats", "summary", "xstats"}},

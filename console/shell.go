@@ -42,6 +42,7 @@ var sections = []struct{ name, title string }{
 	{"flow", "Flow rules: testpmd's flow grammar, hardware or software"},
 	{"route", "Routing: FIB, neighbours, ECMP groups; routes and neighbours added live"},
 	{"config", "Configuration: ports, forwarding mode, QoS parameters"},
+	{"debug", "Debugging: packet trace, and capture to pcapng with each packet's verdict"},
 }
 
 // Port is what the grammar knows of a port.

@@ -65,6 +65,7 @@ type Daemon struct {
 	// are followed.
 	kernelResync func()
 	mu           sync.Mutex // serialises the control operations (control.go)
+	taps         taps       // capture and trace (capture.go)
 	base         baseline
 }
 
@@ -422,6 +423,7 @@ func (d *Daemon) Close() error {
 func (d *Daemon) shutdown() error {
 	var errs []error
 	if d.Pipe != nil {
+		d.stopTaps()
 		d.Pipe.Stop()
 		d.stopEvents()
 		d.Pipe.Free()
