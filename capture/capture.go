@@ -32,7 +32,7 @@ type Options struct {
 	Tap   pipeline.TapSpec
 	File  string
 	Ports []Port
-	Text  string // the command or config that started it, for show capture
+	Text  string      // the command or config that started it, for show capture
 	TCMap *roce.TCMap // how the verdicts name traffic classes
 }
 
