@@ -102,6 +102,9 @@ type Summary struct {
 	Counters rocestats.Counters
 	Flows    []qpstats.Flow
 	QPTable  qpstats.TableStats
+	// First and Last are the earliest and latest frame times (unix ns),
+	// so that a second pass can bin the capture (Timeline).
+	First, Last int64
 }
 
 // Each calls fn for every frame of the capture at path, classified.
@@ -135,11 +138,20 @@ func WriteJSON(w io.Writer, path string, opt Options) error {
 	})
 }
 
+// flowSlots is the size of the QP table a capture is counted in.
+const flowSlots = 1 << 16
+
 // Summarize counts a capture.
 func Summarize(path string, opt Options) (*Summary, error) {
 	s := &Summary{File: path}
-	tab := qpstats.New(1<<16, 0)
-	err := Each(path, opt, func(_ int, frame []byte, r *roce.Result, ts int64) error {
+	tab := qpstats.New(flowSlots, 0)
+	err := Each(path, opt, func(i int, frame []byte, r *roce.Result, ts int64) error {
+		if i == 0 || ts < s.First {
+			s.First = ts
+		}
+		if i == 0 || ts > s.Last {
+			s.Last = ts
+		}
 		s.Counters.Add(frame, r, len(frame))
 		if r.RoCE && (r.Err == roce.ReasonNone || r.Err == roce.ErrBadICRC) {
 			tab.Observe(frame, r, len(frame), ts)

@@ -220,7 +220,8 @@ type Table struct {
 	maxAge  uint32 // in bucket time units; 0: flows never age
 	now     int64  // the latest time Find was given, to unwrap bucket times
 	stats   TableStats
-	one     Batch // Observe's batch of one
+	one     Batch     // Observe's batch of one
+	psn     PSNEvents // over every flow, for offline callers (PSNEvents)
 }
 
 // size is the number of slots a table of at least n slots has: a power
@@ -604,11 +605,14 @@ func (t *Table) trackPSN(s *slot, i uint32, psn uint32, isRead bool) {
 				c := &t.cold[i]
 				c.gaps++
 				c.gapPSNs += uint64(d)
+				t.psn.Gaps++
+				t.psn.GapPSNs += uint64(d)
 			}
 		default:
 			if s.ooo++; s.ooo == 0 {
 				t.cold[i].oooHigh++
 			}
+			t.psn.OutOfOrder++
 			s.psn = st&^psnAfterRead | read // do not move expectations back
 			return
 		}
@@ -680,6 +684,7 @@ func (t *Table) Reset() {
 	clear(t.slots)
 	clear(t.cold)
 	t.stats = TableStats{Slots: len(t.slots), Bytes: t.stats.Bytes}
+	t.psn = PSNEvents{}
 }
 
 func nakIndex(code roce.NAKCode) int {

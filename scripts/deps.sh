@@ -1,8 +1,10 @@
 #!/bin/sh
 # Installs what roce-fwd needs from Debian packages, only when missing.
 #   deps.sh        build and run: DPDK 22.11 (libdpdk-dev, dpdk-dev), pkg-config
-#   deps.sh test   plus the test tools: tshark, python3-scapy, and for the
-#                  network namespace tests iproute2, ping and FRR
+#   deps.sh test   plus the test tools: tshark, python3-scapy, chromium (the
+#                  HTML report loaded headless), prometheus (promtool and the
+#                  server, for deploy/), and for the network namespace tests
+#                  iproute2, ping and FRR
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -eu
 
@@ -15,6 +17,8 @@ command -v gcc >/dev/null 2>&1 || add gcc
 if [ "${1:-}" = test ]; then
 	command -v tshark >/dev/null 2>&1 || add tshark
 	/usr/bin/python3 -c 'import scapy.contrib.roce' >/dev/null 2>&1 || add python3-scapy
+	command -v chromium >/dev/null 2>&1 || add chromium
+	{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || add prometheus
 	command -v ip >/dev/null 2>&1 || add iproute2
 	command -v ping >/dev/null 2>&1 || add iputils-ping
 	[ -x /usr/lib/frr/bgpd ] || add frr

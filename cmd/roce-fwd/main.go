@@ -4,7 +4,7 @@
 //	roce-fwd console [--socket PATH] [--json] [COMMAND...]
 //	roce-fwd validate --config FILE
 //	roce-fwd flows --config FILE [--print testpmd|console] [--port NAME]
-//	roce-fwd inspect [--json] FILE...
+//	roce-fwd inspect [--json] [--html FILE] FILE...
 //	roce-fwd hugepages [--config FILE] [--page-size 2M|1G] [--reserve]
 //	roce-fwd ports
 //	roce-fwd gen-pcap [--qps N] [--mix demo|control|mtu1024|mtu4096] [--ipv6] [--frames N] [--seed S] [--flows FILE] FILE
@@ -42,7 +42,7 @@ var commands = []command{
 	{"console", "[--socket PATH] [--json] [COMMAND...]", "attach to a running daemon's console, or run one command and exit with its status", cmdConsole},
 	{"validate", "--config FILE", "check a config file; errors as FILE:LINE: key: problem", cmdValidate},
 	{"flows", flowsArgs, "print the config's [offload] flow rules as dpdk-testpmd or console commands", cmdFlows},
-	{"inspect", "[--json] [--verify-icrc=true] [--top N] FILE...", "decode pcap/pcapng files offline: RoCEv2 summary, or one JSON object per frame", cmdInspect},
+	{"inspect", "[--json] [--verify-icrc=true] [--top N] [--html FILE] FILE...", "decode pcap/pcapng files offline: RoCEv2 summary, or one JSON object per frame; --html adds a report with charts", cmdInspect},
 	{"hugepages", "[--config FILE] [--page-size SIZE] [--reserve]", "show (or reserve) the hugepage memory the config needs", cmdHugepages},
 	{"ports", "", "list the network PCI devices and whether DPDK can drive them", cmdPorts},
 	{"gen-pcap", genPcapArgs, "write the built-in RoCEv2 demo capture (the default config's traffic), or with --qps a many-QP benchmark workload", cmdGenPcap},
