@@ -66,6 +66,7 @@ type Daemon struct {
 	kernelResync func()
 	mu           sync.Mutex // serialises the control operations (control.go)
 	taps         taps       // capture and trace (capture.go)
+	pdump        bool       // rte_pdump_init served dpdk-dumpcap
 	base         baseline
 }
 
@@ -92,6 +93,16 @@ func Start(cfg *config.Config, opt Options) (*Daemon, error) {
 	opt.Log.Info("starting EAL", "args", d.EALArgs)
 	if err := dpdk.Init(d.EALArgs); err != nil {
 		return nil, fmt.Errorf("%s: [eal] args: %w", cfg.File, err)
+	}
+	// dpdk-dumpcap and dpdk-pdump attach as secondary processes: only
+	// with EAL's shared runtime directory.
+	if !slices.Contains(d.EALArgs, "--no-shconf") && !slices.Contains(d.EALArgs, "--in-memory") {
+		if err := dpdk.PdumpInit(); err != nil {
+			opt.Log.Warn("dpdk-dumpcap will not attach", "err", err)
+		} else {
+			d.pdump = true
+			opt.Log.Info("dpdk-dumpcap and dpdk-pdump can capture", "file-prefix", dpdk.RuntimeDir())
+		}
 	}
 	if err := d.bringUp(); err != nil {
 		d.shutdown()
@@ -448,6 +459,10 @@ func (d *Daemon) shutdown() error {
 		p.Free()
 	}
 	d.pfcPools = nil
+	if d.pdump {
+		errs = append(errs, dpdk.PdumpUninit())
+		d.pdump = false
+	}
 	errs = append(errs, dpdk.Cleanup())
 	return errors.Join(errs...)
 }
