@@ -108,21 +108,24 @@ func (c *Capture) run() {
 	defer close(c.done)
 	idle := time.NewTicker(time.Millisecond)
 	defer idle.Stop()
-	for {
-		n := c.tap.Read(c.write)
-		if c.full() || c.failed() {
-			break
-		}
-		if n > 0 {
-			continue
-		}
+	for !c.full() && !c.failed() {
 		select {
 		case <-c.stop:
 			c.tap.Disarm()
 			c.tap.Read(c.write) // what the workers published before
 			c.finish()
 			return
-		case <-idle.C:
+		default:
+		}
+		if c.tap.Read(c.write) == 0 {
+			select {
+			case <-c.stop:
+				c.tap.Disarm()
+				c.tap.Read(c.write)
+				c.finish()
+				return
+			case <-idle.C:
+			}
 		}
 	}
 	c.tap.Disarm()

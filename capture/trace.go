@@ -63,7 +63,7 @@ func (t *Trace) run() {
 		if full {
 			break
 		}
-		select {
+		select { // a trace's count is small: a tick between reads is soon enough
 		case <-t.stop:
 			t.tap.Disarm()
 			t.tap.Read(t.keep)

@@ -96,9 +96,11 @@ type TapRecord struct {
 
 // tapRing is one worker's ring: the worker writes records and their bytes
 // and publishes them with tail, the control plane reads up to tail and
-// frees slots with head.
+// frees slots with head. A slot's record holds no pointer (Data is made
+// by Read): the worker's writes then need no GC write barrier.
 type tapRing struct {
-	recs []TapRecord
+	recs []TapRecord // Data unset; the slot's bytes are data[i*snap:][:caplen[i]]
+	caps []uint16
 	data []byte
 	snap int
 	mask uint64
@@ -118,13 +120,15 @@ type tap struct {
 	ring  *tapRing
 	limit uint64
 	pos   uint64 // next slot to write; published to ring.tail per burst
+	head  uint64 // ring.head as last read: read again only when the ring looks full,
+	full  bool   // and then once a burst
 	taken uint64
 	lost  uint64
 	res   roce.Result // scratch for filters on RoCE fields outside roce mode
 }
 
 func newTapRing(snap, slots int) *tapRing {
-	return &tapRing{recs: make([]TapRecord, slots), data: make([]byte, slots*snap), snap: snap, mask: uint64(slots - 1)}
+	return &tapRing{recs: make([]TapRecord, slots), caps: make([]uint16, slots), data: make([]byte, slots*snap), snap: snap, mask: uint64(slots - 1)}
 }
 
 // selects reports whether t takes packet j of b at point d, with rx port
@@ -168,21 +172,29 @@ func (t *tap) selects(w *Worker, b *burst, j int, d TapDir, rx, tx uint16, reaso
 func (t *tap) record(m *dpdk.Mbuf, rec TapRecord) {
 	r := t.ring
 	t.taken++
-	if t.pos-r.head.Load() > r.mask {
-		t.lost++
-		return
+	if t.pos-t.head > r.mask {
+		// The reader's line is read only when the ring looks full, and
+		// then once a burst: it moves between the cores each time the
+		// reader writes it.
+		if !t.full {
+			t.head = r.head.Load()
+		}
+		if t.full = t.pos-t.head > r.mask; t.full {
+			t.lost++
+			return
+		}
 	}
 	i := t.pos & r.mask
-	d := m.Data()
-	n := copy(r.data[int(i)*r.snap:int(i+1)*r.snap], d)
+	n := copy(r.data[int(i)*r.snap:int(i+1)*r.snap], m.Data())
 	rec.Len = uint32(m.PktLen())
-	rec.Data = r.data[int(i)*r.snap : int(i)*r.snap+n]
 	r.recs[i] = rec
+	r.caps[i] = uint16(n)
 	t.pos++
 }
 
 // publish makes the burst's records visible to the reader.
 func (t *tap) publish() {
+	t.full = false
 	t.ring.tail.Store(t.pos)
 	t.ring.took.Store(t.taken - t.lost)
 	t.ring.lost.Store(t.lost)
@@ -243,6 +255,7 @@ type Tap struct {
 	rings []*tapRing // per worker
 	taps  []*tap
 	spec  TapSpec
+	cur   TapRecord // the record Read passes
 }
 
 // Spec is what the tap was armed with.
@@ -306,7 +319,10 @@ func (t *Tap) Read(fn func(rec *TapRecord)) int {
 	for _, r := range t.rings {
 		head, tail := r.head.Load(), r.tail.Load()
 		for ; head != tail; head++ {
-			fn(&r.recs[head&r.mask])
+			i := int(head & r.mask)
+			t.cur = r.recs[i]
+			t.cur.Data = r.data[i*r.snap : i*r.snap+int(r.caps[i])]
+			fn(&t.cur)
 			n++
 		}
 		r.head.Store(head)

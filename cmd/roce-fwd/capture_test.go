@@ -106,6 +106,25 @@ flow = "ingress pattern eth / ipv4 / udp dst is 4791 / end actions drop / end"
 		}
 	}
 
+	// No count, traffic that never stops: capture stop ends it at once.
+	all := filepath.Join(dir, "all.pcapng")
+	if res := r.console("capture", "start", "port", "in", "all", "file", all, "snaplen", "64"); res.code != 0 {
+		t.Fatalf("capture start all: %s%s", res.stdout, res.stderr)
+	}
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	res := r.console("capture", "stop")
+	if res.code != 0 || !strings.Contains(res.stdout, "(stopped)") || time.Since(start) > 5*time.Second {
+		t.Fatalf("capture stop under traffic took %v: %s%s", time.Since(start), res.stdout, res.stderr)
+	}
+	var cs struct {
+		Written uint64 `json:"written_packets"`
+	}
+	r.consoleJSON(&cs, "show", "capture")
+	if n := len(tsharkFields(t, all, "frame.number")); cs.Written == 0 || uint64(n) != cs.Written {
+		t.Errorf("show capture says %d packets written, tshark reads %d", cs.Written, n)
+	}
+
 	if res := r.console("trace", "start", "port", "in", "count", "5"); res.code != 0 {
 		t.Fatalf("trace start: %s%s", res.stdout, res.stderr)
 	}
