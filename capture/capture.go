@@ -10,12 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"time"
-
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"roce-fwd/pipeline"
 	"roce-fwd/roce"
@@ -52,8 +49,10 @@ type Capture struct {
 	tap  *pipeline.Tap
 	f    *os.File
 	bw   *bufio.Writer
-	w    *pcapgo.NgWriter
+	w    ngWriter
 	intf map[uint16]int // port id → interface index
+	name map[uint16]string
+	cmt  []byte // the verdict being written
 
 	mu      sync.Mutex
 	written uint64
@@ -71,23 +70,15 @@ func Start(p *pipeline.Pipeline, o Options) (*Capture, error) {
 	if err != nil {
 		return nil, fmt.Errorf("capture file: %w", err)
 	}
-	c := &Capture{o: o, f: f, bw: bufio.NewWriterSize(f, 1<<20), intf: map[uint16]int{},
+	c := &Capture{o: o, f: f, bw: bufio.NewWriterSize(f, 1<<20), intf: map[uint16]int{}, name: map[uint16]string{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	ifc := func(pt Port) pcapgo.NgInterface {
-		return pcapgo.NgInterface{Name: pt.Name, Description: fmt.Sprintf("roce-fwd port %d", pt.ID),
-			LinkType: layers.LinkTypeEthernet, SnapLength: uint32(o.Tap.Snaplen), TimestampResolution: 9}
-	}
-	c.w, err = pcapgo.NewNgWriterInterface(c.bw, ifc(o.Ports[0]), pcapgo.NgWriterOptions{
-		SectionInfo: pcapgo.NgSectionInfo{Application: "roce-fwd", Comment: o.Text}})
-	if err == nil {
-		c.intf[o.Ports[0].ID] = 0
-		for _, pt := range o.Ports[1:] {
-			var i int
-			if i, err = c.w.AddInterface(ifc(pt)); err != nil {
-				break
-			}
-			c.intf[pt.ID] = i
+	c.w.w = c.bw
+	err = c.w.section("roce-fwd", o.Text)
+	for i, pt := range o.Ports {
+		if err == nil {
+			err = c.w.iface(pt.Name, fmt.Sprintf("roce-fwd port %d", pt.ID), uint32(o.Tap.Snaplen))
 		}
+		c.intf[pt.ID], c.name[pt.ID] = i, pt.Name
 	}
 	if err != nil {
 		f.Close()
@@ -151,18 +142,16 @@ func (c *Capture) write(rec *pipeline.TapRecord) {
 	if c.err != nil || c.o.Tap.Count != 0 && c.written >= c.o.Tap.Count {
 		return
 	}
-	port := rec.RxPort
-	dir := pcapgo.NgEpbFlagDirectionInbound
+	port, dir := rec.RxPort, uint32(flagInbound)
 	if rec.Dir == pipeline.TapTx {
-		port, dir = rec.TxPort, pcapgo.NgEpbFlagDirectionOutbound
+		port, dir = rec.TxPort, flagOutbound
 	}
 	i, ok := c.intf[port]
 	if !ok {
 		i = 0 // a port the capture was not told of (a kernel TAP)
 	}
-	ci := gopacket.CaptureInfo{Timestamp: time.Unix(0, rec.NS), CaptureLength: len(rec.Data), Length: int(rec.Len), InterfaceIndex: i}
-	opts := pcapgo.NgPacketOptions{Comments: []string{Verdict(rec, c.portName, c.o.TCMap)}, Flags: &pcapgo.NgEpbFlags{Direction: dir}}
-	if err := c.w.WritePacketWithOptions(ci, rec.Data, opts); err != nil {
+	c.cmt = AppendVerdict(c.cmt[:0], rec, c.portName, c.o.TCMap)
+	if err := c.w.packet(uint32(i), rec.NS, rec.Data, rec.Len, dir, c.cmt); err != nil {
 		c.err = err
 		return
 	}
@@ -170,22 +159,17 @@ func (c *Capture) write(rec *pipeline.TapRecord) {
 }
 
 func (c *Capture) portName(id uint16) string {
-	for _, p := range c.o.Ports {
-		if p.ID == id {
-			return p.Name
-		}
+	if n, ok := c.name[id]; ok {
+		return n
 	}
-	return fmt.Sprint(id)
+	return strconv.Itoa(int(id))
 }
 
 // finish writes the file out and closes it.
 func (c *Capture) finish() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := c.w.Flush()
-	if err == nil {
-		err = c.bw.Flush()
-	}
+	err := c.bw.Flush()
 	if cerr := c.f.Close(); err == nil {
 		err = cerr
 	}

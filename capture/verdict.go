@@ -1,8 +1,7 @@
 package capture
 
 import (
-	"fmt"
-	"strings"
+	"strconv"
 
 	"roce-fwd/pipeline"
 	"roce-fwd/roce"
@@ -14,43 +13,107 @@ var ecnNames = [4]string{"Not-ECT", "ECT1", "ECT0", "CE"}
 // a trace: where it was seen, what it is (RoCEv2 opcode, QP, PSN, TC, ECN
 // as the classifier reads the bytes kept), and what became of it.
 func Verdict(rec *pipeline.TapRecord, name func(uint16) string, m *roce.TCMap) string {
-	var b strings.Builder
+	return string(AppendVerdict(nil, rec, name, m))
+}
+
+// AppendVerdict is Verdict appended to b: the capture writer's form,
+// which allocates nothing once b has room.
+func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, m *roce.TCMap) []byte {
+	from := func(b []byte) []byte {
+		b = append(b, name(rec.RxPort)...)
+		b = append(b, " queue "...)
+		b = strconv.AppendUint(b, uint64(rec.RxQueue), 10)
+		b = append(b, ", lcore "...)
+		return strconv.AppendUint(b, uint64(rec.Lcore), 10)
+	}
 	switch rec.Dir {
 	case pipeline.TapRx:
-		fmt.Fprintf(&b, "rx %s queue %d lcore %d", name(rec.RxPort), rec.RxQueue, rec.Lcore)
+		b = append(b, "rx "...)
+		b = append(b, name(rec.RxPort)...)
+		b = append(b, " queue "...)
+		b = strconv.AppendUint(b, uint64(rec.RxQueue), 10)
+		b = append(b, " lcore "...)
+		b = strconv.AppendUint(b, uint64(rec.Lcore), 10)
 	case pipeline.TapTx:
-		fmt.Fprintf(&b, "tx %s (from %s queue %d, lcore %d)", name(rec.TxPort), name(rec.RxPort), rec.RxQueue, rec.Lcore)
+		b = append(b, "tx "...)
+		b = append(b, name(rec.TxPort)...)
+		b = append(b, " (from "...)
+		b = append(from(b), ')')
 		if rec.Queued {
-			b.WriteString(", queued by QoS")
+			b = append(b, ", queued by QoS"...)
 		}
 	case pipeline.TapDrop:
 		info := pipeline.Reasons[rec.Reason%pipeline.NumReasons]
-		fmt.Fprintf(&b, "drop %s at %s (from %s queue %d, lcore %d): %s", info.Name, info.Stage, name(rec.RxPort), rec.RxQueue, rec.Lcore, info.Help)
+		b = append(b, "drop "...)
+		b = append(b, info.Name...)
+		b = append(b, " at "...)
+		b = append(b, info.Stage...)
+		b = append(b, " (from "...)
+		b = append(from(b), "): "...)
+		b = append(b, info.Help...)
 	}
 	var r roce.Result
 	roce.Classify(rec.Data, m, false, &r)
 	switch {
 	case r.RoCE:
-		fmt.Fprintf(&b, "; RoCEv2 %s %s qp 0x%06x psn %d", r.Transport, r.Opcode, r.DestQP, r.PSN)
+		b = append(b, "; RoCEv2 "...)
+		b = append(b, r.Transport.String()...)
+		b = append(b, ' ')
+		b = append(b, r.Opcode.String()...)
+		b = append(b, " qp 0x"...)
+		b = appendHex6(b, r.DestQP)
+		b = append(b, " psn "...)
+		b = strconv.AppendUint(b, uint64(r.PSN), 10)
 		if r.CNP {
-			b.WriteString(" (CNP)")
+			b = append(b, " (CNP)"...)
 		}
 		if r.HasAETH {
-			fmt.Fprintf(&b, " aeth %s", r.AETH)
+			b = append(b, " aeth "...)
+			b = append(b, r.AETH.String()...)
 		}
 	case r.IPVersion != 0:
-		fmt.Fprintf(&b, "; IPv%d protocol %d", r.IPVersion, r.L4Proto)
+		b = append(b, "; IPv"...)
+		b = strconv.AppendUint(b, uint64(r.IPVersion), 10)
+		b = append(b, " protocol "...)
+		b = strconv.AppendUint(b, uint64(r.L4Proto), 10)
 	default:
-		fmt.Fprintf(&b, "; ethertype 0x%04x", r.EtherType)
+		b = append(b, "; ethertype 0x"...)
+		b = appendHex(b, uint64(r.EtherType), 4)
 	}
 	if r.IPVersion != 0 {
-		fmt.Fprintf(&b, "; dscp %d tc %d ecn %s", r.DSCP, r.TC, ecnNames[r.ECN&3])
+		b = append(b, "; dscp "...)
+		b = strconv.AppendUint(b, uint64(r.DSCP), 10)
+		b = append(b, " tc "...)
+		b = strconv.AppendUint(b, uint64(r.TC), 10)
+		b = append(b, " ecn "...)
+		b = append(b, ecnNames[r.ECN&3]...)
 		if rec.Dir == pipeline.TapTx && rec.HasRxECN && rec.RxECN != r.ECN {
-			fmt.Fprintf(&b, " (was %s: marked)", ecnNames[rec.RxECN&3])
+			b = append(b, " (was "...)
+			b = append(b, ecnNames[rec.RxECN&3]...)
+			b = append(b, ": marked)"...)
 		}
 	}
 	if int(rec.Len) > len(rec.Data) {
-		fmt.Fprintf(&b, "; %d of %d bytes kept", len(rec.Data), rec.Len)
+		b = append(b, "; "...)
+		b = strconv.AppendUint(b, uint64(len(rec.Data)), 10)
+		b = append(b, " of "...)
+		b = strconv.AppendUint(b, uint64(rec.Len), 10)
+		b = append(b, " bytes kept"...)
 	}
-	return b.String()
+	return b
+}
+
+func appendHex6(b []byte, v uint32) []byte { return appendHex(b, uint64(v), 6) }
+
+// appendHex appends v in hex, zero-padded to width digits.
+func appendHex(b []byte, v uint64, width int) []byte {
+	const digits = "0123456789abcdef"
+	var buf [16]byte
+	i := len(buf)
+	for v != 0 || len(buf)-i < width {
+		i--
+		buf[i] = digits[v&15]
+		v >>= 4
+	}
+	return append(b, buf[i:]...)
 }
