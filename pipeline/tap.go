@@ -168,22 +168,28 @@ func (t *tap) selects(w *Worker, b *burst, j int, d TapDir, rx, tx uint16, reaso
 	return true
 }
 
-// record writes packet m to the ring, or counts it lost.
-func (t *tap) record(m *dpdk.Mbuf, rec TapRecord) {
+// room reports whether the ring has a free slot, counting the selected
+// packet taken, and lost when it has none. The reader's line is read only
+// when the ring looks full, and then once a burst: it moves between the
+// cores each time the reader writes it.
+func (t *tap) room() bool {
 	r := t.ring
 	t.taken++
 	if t.pos-t.head > r.mask {
-		// The reader's line is read only when the ring looks full, and
-		// then once a burst: it moves between the cores each time the
-		// reader writes it.
 		if !t.full {
 			t.head = r.head.Load()
 		}
 		if t.full = t.pos-t.head > r.mask; t.full {
 			t.lost++
-			return
+			return false
 		}
 	}
+	return true
+}
+
+// record writes packet m to the ring slot room found.
+func (t *tap) record(m *dpdk.Mbuf, rec TapRecord) {
+	r := t.ring
 	i := t.pos & r.mask
 	n := copy(r.data[int(i)*r.snap:int(i+1)*r.snap], m.Data())
 	rec.Len = uint32(m.PktLen())
@@ -209,7 +215,7 @@ func (w *Worker) tapRx(b *burst) {
 			continue
 		}
 		for j, m := range b.pkts {
-			if t.selects(w, b, j, TapRx, src.port, 0, 0) {
+			if t.selects(w, b, j, TapRx, src.port, 0, 0) && t.room() {
 				t.record(m, TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: TapRx})
 			}
 		}
@@ -241,7 +247,7 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 			default:
 				continue
 			}
-			if t.selects(w, b, j, rec.Dir, src.port, txPort, rec.Reason) {
+			if t.selects(w, b, j, rec.Dir, src.port, txPort, rec.Reason) && t.room() {
 				t.record(m, rec)
 			}
 		}
