@@ -40,6 +40,16 @@ type Config struct {
 	Console   Console    `toml:"console"`
 	Telemetry Telemetry  `toml:"telemetry"`
 	Offload   Offload    `toml:"offload"`
+	Capture   *Capture   `toml:"capture"` // nil: no [capture] section
+}
+
+// Capture starts a packet capture with the daemon: Start holds the words
+// of the console's "capture start" (port, direction, filters, file), for
+// example "port in drop file /var/log/roce-fwd/drops.pcapng count 100000".
+// The capture package checks them (capture.CheckConfig).
+type Capture struct {
+	Start string `toml:"start"`
+	Line  int    `toml:"-"` // line of start, for later errors
 }
 
 // EAL holds the DPDK EAL arguments, passed to rte_eal_init verbatim.
@@ -238,6 +248,9 @@ func Parse(name string, data []byte) (*Config, error) {
 	for i := range cfg.Forward {
 		cfg.Forward[i].Line = c.loc.line(path{}.key("forward").index(i))
 	}
+	if cfg.Capture != nil {
+		cfg.Capture.Line = c.loc.line(path{}.key("capture").key("start"))
+	}
 	for i := range cfg.Routes {
 		cfg.Routes[i].Line = c.loc.line(path{}.key("route").index(i))
 	}
@@ -313,6 +326,9 @@ func (c *Config) Copy() (*Config, error) {
 		if i < len(c.Forward) {
 			out.Forward[i].Line = c.Forward[i].Line
 		}
+	}
+	if out.Capture != nil && c.Capture != nil {
+		out.Capture.Line = c.Capture.Line
 	}
 	for i := range out.Routes {
 		if i < len(c.Routes) && out.Routes[i].Prefix == c.Routes[i].Prefix {

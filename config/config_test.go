@@ -149,6 +149,11 @@ func equalIgnoringSource(a, b *Config) bool {
 	strip := func(c *Config) Config {
 		s := *c
 		s.File = ""
+		if c.Capture != nil {
+			cp := *c.Capture
+			cp.Line = 0
+			s.Capture = &cp
+		}
 		s.Ports = append([]Port(nil), c.Ports...)
 		for i := range s.Ports {
 			s.Ports[i].Line, s.Ports[i].VdevLine = 0, 0

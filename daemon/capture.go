@@ -63,6 +63,10 @@ func (d *Daemon) tapSpec(words []string, trace bool) (capture.Request, pipeline.
 func (d *Daemon) StartCapture(words []string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.startCapture(words)
+}
+
+func (d *Daemon) startCapture(words []string) error {
 	if d.Pipe == nil {
 		return errors.New("not forwarding")
 	}

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -304,6 +305,12 @@ func (d *Daemon) bringUp() error {
 	d.Pipe = pipe
 	if err := d.installFlows(); err != nil {
 		return err
+	}
+	// A capture from the config sees the first packet.
+	if c := cfg.Capture; c != nil {
+		if err := d.startCapture(strings.Fields(c.Start)); err != nil {
+			return fmt.Errorf("%s:%d: capture.start: %w", cfg.File, c.Line, err)
+		}
 	}
 	if err := d.startForwarding(); err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"roce-fwd/capture"
 	"roce-fwd/config"
 	"roce-fwd/console"
 	"roce-fwd/daemon"
@@ -106,6 +107,10 @@ func cmdRun(args []string, log *slog.Logger) int {
 	}
 	defer cleanup()
 	if err := cfg.CheckFiles(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return exitUsage
+	}
+	if err := capture.CheckConfig(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return exitUsage
 	}
@@ -349,6 +354,9 @@ func cmdValidate(args []string, _ *slog.Logger) int {
 	cfg, err := config.Load(*cfgPath)
 	if err == nil {
 		err = cfg.CheckFiles()
+	}
+	if err == nil {
+		err = capture.CheckConfig(cfg)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
