@@ -37,4 +37,6 @@ func CheckConfig(cfg *config.Config) error {
 
 type portError struct{ port, valid string }
 
-func (e *portError) Error() string { return "port " + strconv.Quote(e.port) + ": not a port (" + e.valid + ")" }
+func (e *portError) Error() string {
+	return "port " + strconv.Quote(e.port) + ": not a port (" + e.valid + ")"
+}
