@@ -37,10 +37,22 @@ func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 	case pipeline.TapTx:
 		b = append(b, "tx "...)
 		b = append(b, name(rec.TxPort)...)
+		if len(rec.Data) >= 6 { // the next hop, in a routed config
+			b = append(b, " to "...)
+			for i, x := range rec.Data[:6] {
+				if i > 0 {
+					b = append(b, ':')
+				}
+				b = appendHex(b, uint64(x), 2)
+			}
+		}
 		b = append(b, " (from "...)
 		b = append(from(b), ')')
 		if rec.Queued {
 			b = append(b, ", queued by QoS"...)
+		}
+		if rec.Paused {
+			b = append(b, ", its TC paused by PFC"...)
 		}
 	case pipeline.TapDrop:
 		info := pipeline.Reasons[rec.Reason%pipeline.NumReasons]

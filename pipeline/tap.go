@@ -90,6 +90,7 @@ type TapRecord struct {
 	Queued   bool   // TapTx: queued by QoS, sent later
 	RxECN    uint8  // roce mode: the ECN codepoint as received (TapTx)
 	HasRxECN bool
+	Paused   bool   // TapTx with QoS: its TC was paused by PFC on the tx port
 	Len      uint32 // the frame's length
 	Data     []byte // the first Snaplen bytes (a view into the ring: copy it to keep it)
 }
@@ -243,6 +244,11 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 				rec.Dir, rec.TxPort, rec.Queued = TapTx, txPort, f == fateTaken
 				if w.mode == ModeRoCE {
 					rec.RxECN, rec.HasRxECN = b.res[j].ECN, true
+				}
+				if w.qs != nil {
+					if e := &w.qs.eg[b.tx]; e.rx != nil {
+						rec.Paused = e.rx.Paused(b.res[j].TC&7, w.now)
+					}
 				}
 			default:
 				continue
