@@ -88,6 +88,21 @@ func nonZero(m map[string]uint64) map[string]uint64 {
 	return out
 }
 
+// checkCleanExit checks a stopped daemon's final report for unaccounted
+// packets and that its clean stop left nothing behind; it returns the
+// report.
+func checkCleanExit(t *testing.T, r *daemonRig, statsPath string) faultReport {
+	t.Helper()
+	s := readFaultReport(t, statsPath)
+	if err := s.unaccounted(); err != nil {
+		t.Errorf("at exit: %v", err)
+	}
+	if l := leftovers(r.prefix, r.sock); len(l) != 0 {
+		t.Errorf("left behind after a clean stop: %v", l)
+	}
+	return s
+}
+
 func readFaultReport(t *testing.T, path string) faultReport {
 	t.Helper()
 	var s faultReport
@@ -252,15 +267,9 @@ func TestFaultPortStopStartUnderTraffic(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	s := readFaultReport(t, statsPath)
-	if err := s.unaccounted(); err != nil {
-		t.Errorf("at exit: %v", err)
-	}
+	s := checkCleanExit(t, r, statsPath)
 	if _, out := s.port("out"); out < tx {
 		t.Errorf("at exit out sent %d, earlier %d", out, tx)
-	}
-	if l := leftovers(r.prefix, r.sock); len(l) != 0 {
-		t.Errorf("left behind after a clean stop: %v", l)
 	}
 	t.Logf("out sent %d; drops %v", tx, nonZero(s.Drops))
 }
@@ -408,13 +417,7 @@ func TestFaultReloadAndFlowStormUnderTraffic(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	s := readFaultReport(t, statsPath)
-	if err := s.unaccounted(); err != nil {
-		t.Errorf("at exit: %v", err)
-	}
-	if l := leftovers(r.prefix, r.sock); len(l) != 0 {
-		t.Errorf("left behind after a clean stop: %v", l)
-	}
+	s := checkCleanExit(t, r, statsPath)
 	t.Logf("drops %v", nonZero(s.Drops))
 }
 
@@ -728,11 +731,5 @@ func TestFaultConsoleClientStall(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	s := readFaultReport(t, statsPath)
-	if err := s.unaccounted(); err != nil {
-		t.Errorf("at exit: %v", err)
-	}
-	if l := leftovers(r.prefix, r.sock); len(l) != 0 {
-		t.Errorf("left behind after a clean stop: %v", l)
-	}
+	checkCleanExit(t, r, statsPath)
 }
