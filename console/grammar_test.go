@@ -189,3 +189,16 @@ func TestHelpAndGrammar(t *testing.T) {
 		t.Errorf("quit: %v", err)
 	}
 }
+
+// After Close every command is refused: roce-fwd closes the shell before
+// it takes the daemon down.
+func TestCloseRefusesCommands(t *testing.T) {
+	s := newGrammar(testPorts)
+	if _, err := s.Exec("help", false); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := s.Exec("help", false); !errors.Is(err, ErrStopping) {
+		t.Errorf("after Close: %v, want %v", err, ErrStopping)
+	}
+}

@@ -70,6 +70,23 @@ type Shell struct {
 	// mu guards what commands keep between calls.
 	mu         sync.Mutex
 	lastLcores lcoreMark
+	// life lets Close wait for the commands under way and refuse the
+	// rest: after it the daemon goes away under them.
+	life   sync.RWMutex
+	closed bool
+}
+
+// ErrStopping answers a command that arrives while roce-fwd stops.
+var ErrStopping = errors.New("roce-fwd is stopping")
+
+// Close waits for the commands under way and makes Exec refuse the next
+// ones: roce-fwd calls it before it stops forwarding and closes the
+// daemon, so that no command (from the socket or the terminal) reaches a
+// daemon being taken down.
+func (s *Shell) Close() {
+	s.life.Lock()
+	s.closed = true
+	s.life.Unlock()
 }
 
 func (s *Shell) add(cmds ...*Command) {
@@ -146,6 +163,11 @@ func portList(ps []Port) string {
 // Exec runs one command line and returns its output. "--json" anywhere
 // in the line asks for JSON; a trailing "?" prints the matching grammar.
 func (s *Shell) Exec(line string, jsonOut bool) (string, error) {
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.closed {
+		return "", ErrStopping
+	}
 	toks := strings.Fields(line)
 	if i := slices.Index(toks, "--json"); i >= 0 {
 		toks, jsonOut = slices.Delete(toks, i, i+1), true

@@ -170,7 +170,7 @@ func cmdRun(args []string, log *slog.Logger) int {
 // console socket, SIGHUP for reload, Prometheus and DPDK telemetry. The
 // function it returns closes them; it may be called more than once.
 func startControl(ctx context.Context, d *daemon.Daemon, sh *console.Shell, cfg *config.Config, log *slog.Logger) (func(), error) {
-	var closers []func()
+	closers := []func(){sh.Close} // closed last: after the socket and SIGHUP
 	var once sync.Once
 	closeAll := func() {
 		once.Do(func() {
