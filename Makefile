@@ -18,7 +18,7 @@ BENCH_ROUNDS ?= 3
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps test-deps build test lint fuzz fuzz-long faults soak bench pgo demo docker clean
+.PHONY: all deps test-deps build test lint fuzz fuzz-long faults soak bench pgo demo deb docker clean
 
 all: build
 
@@ -94,6 +94,13 @@ pgo: build
 # through net_pcap into net_null, no NIC and no hugepages.
 demo: build
 	./$(BIN) run --duration 5s --stats-period 2s
+
+# The Debian package out/roce-fwd_<version>_<arch>.deb (scripts/mkdeb.sh):
+# the binary, the systemd unit, /etc/roce-fwd/roce-fwd.toml as a conffile,
+# the dashboard and alert rules; Depends from what the binary links.
+deb: build
+	@sh scripts/deps.sh deb
+	@sh scripts/mkdeb.sh $(BIN) out $(VERSION)
 
 docker:
 	docker build -t roce-fwd:$(VERSION) .

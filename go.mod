@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/chzyer/readline v1.5.1
+	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/creack/pty v1.1.24
 	github.com/gopacket/gopacket v1.7.7
 	github.com/prometheus/client_golang v1.24.0

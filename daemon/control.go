@@ -191,11 +191,16 @@ func (d *Daemon) SetFwdMode(mode string) error {
 	return nil
 }
 
-// Reload re-reads the config file and applies it (ApplyConfig).
-func (d *Daemon) Reload() ([]config.Change, error) {
+// Reload re-reads the config file and applies it (ApplyConfig). Under
+// systemd it is bracketed by RELOADING=1 and READY=1 (notify.go).
+func (d *Daemon) Reload() (changes []config.Change, err error) {
 	d.mu.Lock()
 	file := d.Cfg.File
 	d.mu.Unlock()
+	if n := d.sd.n.Load(); n != nil {
+		n.reloading(file)
+		defer func() { n.reloaded(changes, err) }()
+	}
 	if file == config.DefaultFile {
 		return nil, errors.New("running the built-in default config: there is no file to reload (start with --config FILE)")
 	}

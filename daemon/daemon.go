@@ -68,6 +68,7 @@ type Daemon struct {
 	mu           sync.Mutex // serialises the control operations (control.go)
 	taps         taps       // capture and trace (capture.go)
 	pdump        bool       // rte_pdump_init served dpdk-dumpcap
+	sd           sdState    // systemd notifications (notify.go)
 	base         baseline
 }
 

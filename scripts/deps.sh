@@ -1,10 +1,12 @@
 #!/bin/sh
 # Installs what roce-fwd needs from Debian packages, only when missing.
 #   deps.sh        build and run: DPDK 22.11 (libdpdk-dev, dpdk-dev), pkg-config
+#   deps.sh deb    plus dpkg-dev (dpkg-shlibdeps, for make deb)
 #   deps.sh test   plus the test tools: tshark, python3-scapy, chromium (the
 #                  HTML report loaded headless), prometheus (promtool and the
-#                  server, for deploy/), and for the network namespace tests
-#                  iproute2, ping and FRR
+#                  server, for deploy/), dpkg-dev and systemd (systemd-analyze)
+#                  for the package and unit tests, and for the network
+#                  namespace tests iproute2, ping and FRR
 # As root it runs apt-get; otherwise it prints the exact command to run.
 set -eu
 
@@ -14,7 +16,12 @@ add() { pkgs="$pkgs $*"; }
 pkg-config --exists libdpdk 2>/dev/null || add pkg-config libdpdk-dev
 command -v dpdk-testpmd >/dev/null 2>&1 || add dpdk-dev
 command -v gcc >/dev/null 2>&1 || add gcc
+case "${1:-}" in test | deb)
+	command -v dpkg-shlibdeps >/dev/null 2>&1 || add dpkg-dev
+	;;
+esac
 if [ "${1:-}" = test ]; then
+	command -v systemd-analyze >/dev/null 2>&1 || add systemd
 	command -v tshark >/dev/null 2>&1 || add tshark
 	/usr/bin/python3 -c 'import scapy.contrib.roce' >/dev/null 2>&1 || add python3-scapy
 	command -v chromium >/dev/null 2>&1 || add chromium

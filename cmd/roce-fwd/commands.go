@@ -167,8 +167,9 @@ func cmdRun(args []string, log *slog.Logger) int {
 }
 
 // startControl opens what lets an operator reach a running daemon: the
-// console socket, SIGHUP for reload, Prometheus and DPDK telemetry. The
-// function it returns closes them; it may be called more than once.
+// console socket, SIGHUP for reload, Prometheus and DPDK telemetry, and
+// tells systemd the daemon is ready. The function it returns closes
+// them; it may be called more than once.
 func startControl(ctx context.Context, d *daemon.Daemon, sh *console.Shell, cfg *config.Config, log *slog.Logger) (func(), error) {
 	closers := []func(){sh.Close} // closed last: after the socket and SIGHUP
 	var once sync.Once
@@ -230,6 +231,9 @@ func startControl(ctx context.Context, d *daemon.Daemon, sh *console.Shell, cfg 
 		close(stopHup)
 		<-hupDone
 	})
+	// Under systemd (Type=notify): READY=1 now that the ports forward
+	// and the operator can reach the daemon; STOPPING=1 first on close.
+	closers = append(closers, d.NotifySystemd())
 	return closeAll, nil
 }
 
