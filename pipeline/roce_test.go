@@ -114,22 +114,40 @@ func testRoCEPollAllocs(t *testing.T, tune ...func(*Spec)) {
 // by default.
 func BenchmarkPoll(b *testing.B) {
 	noICRC := func(s *Spec) { s.RoCE.VerifyICRC = false }
+	// A tap that selects nothing (a QP no packet has) costs its checks;
+	// one that copies every packet as received costs the copy too (the
+	// ring read after each poll, as a capture's writer would).
+	nothing := TapSpec{Filter: TapFilter{Dirs: TapRx, Port: -1, QP: 0xfffffe}, Snaplen: 128, Slots: 1 << 12}
+	every := TapSpec{Filter: TapFilter{Dirs: TapRx, Port: -1, QP: -1}, Snaplen: 128, Slots: 1 << 12}
 	for _, c := range []struct {
 		name, mode string
 		tune       []func(*Spec)
+		tap        *TapSpec
 	}{
-		{"io", "io", nil},
-		{"roce", "roce", []func(*Spec){noICRC}},
-		{"roce-qos", "roce", []func(*Spec){noICRC, withQoS(qos.NVIDIARoCE())}},
+		{"io", "io", nil, nil},
+		{"roce", "roce", []func(*Spec){noICRC}, nil},
+		{"roce-qos", "roce", []func(*Spec){noICRC, withQoS(qos.NVIDIARoCE())}, nil},
+		{"roce-tap-selecting-nothing", "roce", []func(*Spec){noICRC}, &nothing},
+		{"roce-tap-copying-all", "roce", []func(*Spec){noICRC}, &every},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			cfg, set := openPorts(b, c.mode, "net_ring%d")
 			p := newPipeline(b, cfg, set, c.tune...)
+			var tp *Tap
+			if c.tap != nil {
+				var err error
+				if tp, err = p.ArmTap(*c.tap); err != nil {
+					b.Fatal(err)
+				}
+			}
 			w := primeRing(b, p, set)
 			b.ResetTimer()
 			var n int
 			for b.Loop() {
 				n += w.Poll()
+				if tp != nil {
+					tp.Read(func(*TapRecord) {})
+				}
 			}
 			b.StopTimer()
 			if n == 0 {

@@ -153,7 +153,7 @@ func (t *tap) selects(w *Worker, b *burst, j int, d TapDir, rx, tx uint16, reaso
 	}
 	if f.roce() {
 		r := &t.res
-		if w.mode == ModeRoCE && d != TapRx {
+		if w.mode == ModeRoCE { // the classify pass has run (tapRx comes after it)
 			r = &b.res[j]
 		} else {
 			roce.Classify(b.pkts[j].Data(), nil, false, r)

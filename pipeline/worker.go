@@ -137,8 +137,8 @@ func (w *Worker) Poll() int {
 // handle takes a burst through the stages of the worker's mode, each a
 // pass over the whole burst, and disposes of it.
 func (w *Worker) handle(b *burst) {
-	if len(w.taps) != 0 {
-		w.tapRx(b)
+	if len(w.taps) != 0 && w.mode != ModeRoCE {
+		w.tapRx(b) // as received: before a stage changes a byte
 	}
 	if w.rt != nil && w.rt.fromKernel[b.src] >= 0 {
 		// What the kernel sends out of a port's exception path (ARP, ND,
@@ -158,6 +158,9 @@ func (w *Worker) handle(b *burst) {
 	case ModeRoCE:
 		w.classifyPass(b) // rocestage.go: classify, count, stage QP lookups
 		w.qpPass(b)       // the per-QP table
+		if len(w.taps) != 0 {
+			w.tapRx(b) // neither pass changes a byte; a filter reads their results
+		}
 	}
 	if w.mode != ModeRoCE && (in != nil || w.fs.anyOut) {
 		w.flowClassifyPass(b) // flowstage.go
