@@ -96,10 +96,6 @@ dst = "2001:db8::/32"
 		time.Sleep(every)
 		s := soakSample{at: time.Since(start).Round(time.Second)}
 		s.rssKiB, s.ownKiB = rssKiB(t, pid)
-		if s.at >= warm && s.gcCount >= 3 && warmMaps == nil {
-			warmMaps = mappings(t, pid)
-		}
-		lastMaps = mappings(t, pid)
 		s.dpdkAlloc = dpdkHeapAlloc(t, r.prefix)
 		fams := scrapeMetrics(t, url)
 		if f := fams["go_goroutines"]; f != nil {
@@ -114,6 +110,10 @@ dst = "2001:db8::/32"
 				}
 			}
 		}
+		if s.at >= warm && s.gcCount >= 3 && warmMaps == nil {
+			warmMaps = mappings(t, pid)
+		}
+		lastMaps = mappings(t, pid)
 		fwd := r.fwd() // the console, once a sample
 		s.packets = fwd.Ports[0].RxPackets
 		if n := len(samples); n > 0 && s.packets <= samples[n-1].packets {
