@@ -232,8 +232,8 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 	txPort := w.step.Txq[b.tx].Port
 	ns := w.clock.ns(w.step.TSC())
 	for _, t := range w.taps {
-		if t.f.Dirs&(TapTx|TapDrop) == 0 {
-			continue
+		if t.f.Dirs&(TapTx|TapDrop) == 0 || t.f.Dirs&TapTx == 0 && (!drops || b.odd == 0) {
+			continue // a drop capture looks at a burst only when it has drops
 		}
 		for j, m := range b.pkts {
 			rec := TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue}
