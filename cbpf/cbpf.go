@@ -56,6 +56,9 @@ func Check(p []Insn) error {
 	}
 	for i, in := range p {
 		c := in.Code
+		if c > 0xff || !known[c] {
+			return fmt.Errorf("cbpf: instruction %d: unknown code %#x", i, c)
+		}
 		switch c & 0x07 {
 		case clsLD, clsLDX:
 			switch c & 0xe0 {
@@ -95,6 +98,30 @@ func Check(p []Insn) error {
 	}
 	return nil
 }
+
+// known holds the codes Run executes: the instructions of classic BPF.
+var known = func() (k [256]bool) {
+	for _, c := range []uint16{
+		clsLD | szW | modeABS, clsLD | szH | modeABS, clsLD | szB | modeABS,
+		clsLD | szW | modeIND, clsLD | szH | modeIND, clsLD | szB | modeIND,
+		clsLD | szW | modeLEN, clsLD | modeIMM, clsLD | modeMEM,
+		clsLDX | szW | modeIMM, clsLDX | szW | modeMEM, clsLDX | szW | modeLEN, clsLDX | szB | modeMSH,
+		clsST, clsSTX,
+		clsJMP | 0x00, clsRET | srcK, clsRET | 0x10, clsMISC | 0x00, clsMISC | 0x80,
+		clsALU | 0x80,
+	} {
+		k[c] = true
+	}
+	for op := uint16(0x00); op <= 0xa0; op += 0x10 {
+		if op != 0x80 {
+			k[clsALU|op|srcK], k[clsALU|op|srcX] = true, true
+		}
+	}
+	for op := uint16(0x10); op <= 0x40; op += 0x10 {
+		k[clsJMP|op|srcK], k[clsJMP|op|srcX] = true, true
+	}
+	return k
+}()
 
 // Run executes p (which Check accepted) over pkt and returns what it
 // returns: 0 rejects the packet, anything else accepts it (libpcap's

@@ -74,6 +74,7 @@ func TestCheck(t *testing.T) {
 		"bad alu op":      {{Code: 0xb4, K: 1}, {Code: 0x06, K: 1}},
 		"bad jump op":     {{Code: 0x55}, {Code: 0x06, K: 1}},
 		"ldx scratch 100": {{Code: 0x61, K: 100}, {Code: 0x06, K: 1}},
+		"high code bits":  {{Code: 0x3024, K: 2}, {Code: 0x06, K: 1}}, // mul with bits no instruction has
 	}
 	for name, p := range bad {
 		if err := cbpf.Check(p); err == nil {
