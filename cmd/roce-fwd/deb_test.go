@@ -196,19 +196,3 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
-
-// runPath runs a roce-fwd other than the test's binary.
-func runPath(t *testing.T, path string, args ...string) result {
-	t.Helper()
-	cmd := exec.Command(path, args...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, stdout.String(), stderr.String()}
-}

@@ -66,7 +66,13 @@ type result struct {
 
 func run(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return runPath(t, binary, args...)
+}
+
+// runPath runs the roce-fwd at path (the test's binary, or an installed one).
+func runPath(t *testing.T, path string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(path, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
