@@ -48,8 +48,8 @@ const (
 
 // Check verifies that p is a program Run can execute: not empty, ending in
 // a return, every jump forward and inside the program, every scratch
-// memory index below 16, no division by a constant 0, and only the
-// instructions classic BPF defines.
+// memory index below 16, no division by a constant 0 or shift by a
+// constant of 32 or more, and only the instructions classic BPF defines.
 func Check(p []Insn) error {
 	if len(p) == 0 || len(p) > 4096 {
 		return fmt.Errorf("cbpf: a program of %d instructions (1..4096)", len(p))
@@ -81,6 +81,9 @@ func Check(p []Insn) error {
 			}
 			if (op == 0x30 || op == 0x90) && c&srcX == 0 && in.K == 0 {
 				return fmt.Errorf("cbpf: instruction %d: division by 0", i)
+			}
+			if (op == 0x60 || op == 0x70) && c&srcX == 0 && in.K >= 32 {
+				return fmt.Errorf("cbpf: instruction %d: shift by %d", i, in.K) // as libpcap's bpf_validate
 			}
 		case clsJMP:
 			if c&0xf0 == 0x00 { // ja
@@ -219,13 +222,13 @@ func Run(p []Insn, pkt []byte) uint32 {
 		case clsALU | 0x50 | srcX:
 			a &= x
 		case clsALU | 0x60 | srcK:
-			a <<= in.K & 31
+			a <<= in.K & 31 // Check refused K >= 32
 		case clsALU | 0x60 | srcX:
-			a <<= x & 31
+			a <<= x // 0 from 32 on, as libpcap's bpf_filter
 		case clsALU | 0x70 | srcK:
 			a >>= in.K & 31
 		case clsALU | 0x70 | srcX:
-			a >>= x & 31
+			a >>= x
 		case clsALU | 0x80:
 			a = -a
 		case clsALU | 0x90 | srcK:
