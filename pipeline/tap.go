@@ -236,12 +236,23 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 			continue // a drop capture looks at a burst only when it has drops
 		}
 		for j, m := range b.pkts {
-			rec := TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue}
+			var d TapDir
+			var reason Reason
 			switch f := b.fate[j]; {
 			case f >= fateDrop && drops:
-				rec.Dir, rec.Reason = TapDrop, Reason(f-fateDrop)
+				d, reason = TapDrop, Reason(f-fateDrop)
 			case f < fateDrop && out:
-				rec.Dir, rec.TxPort, rec.Queued = TapTx, txPort, f == fateTaken
+				d = TapTx
+			default:
+				continue
+			}
+			if !t.selects(w, b, j, d, src.port, txPort, reason) || !t.room() {
+				continue
+			}
+			// The details only for a packet the tap takes.
+			rec := TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: d, Reason: reason}
+			if d == TapTx {
+				rec.TxPort, rec.Queued = txPort, b.fate[j] == fateTaken
 				if w.mode == ModeRoCE {
 					rec.RxECN, rec.HasRxECN = b.res[j].ECN, true
 				}
@@ -250,12 +261,8 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 						rec.Paused = e.rx.Paused(b.res[j].TC&7, w.now)
 					}
 				}
-			default:
-				continue
 			}
-			if t.selects(w, b, j, rec.Dir, src.port, txPort, rec.Reason) && t.room() {
-				t.record(m, rec)
-			}
+			t.record(m, rec)
 		}
 		t.publish()
 	}
