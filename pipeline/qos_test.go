@@ -253,3 +253,33 @@ func TestQoSWatchdogDropsDuringStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An idle port cuts every packet through, also when each poll fills the
+// worker's tx queue to the brim (32 frames looped on a ring, bursts of
+// 32): a full tx queue is empty again after the next Run, so it must not
+// send the next poll's packets through the queues.
+func TestQoSCutThroughWithFullTxQueue(t *testing.T) {
+	noICRC := func(s *Spec) { s.RoCE.VerifyICRC = false }
+	cfg, set := openPorts(t, "roce", "net_ring%d")
+	p := newPipeline(t, cfg, set, noICRC, withQoS(qos.NVIDIARoCE()))
+	w := primeRing(t, p, set)
+	if room := w.step.Txq[0].Room() + 32; room != 32 {
+		t.Fatalf("tx queue holds %d packets, want one burst of 32 for this test", room)
+	}
+	polled := 0
+	for range 100 {
+		polled += w.Poll()
+	}
+	tcs, _ := p.QoS()
+	var tx uint64
+	for _, tc := range tcs[uint16(set.Ports[0].ID)] {
+		tx += tc.TxPackets
+		if tc.MaxDepthBytes != 0 {
+			t.Errorf("TC %d queued up to %d bytes: packets of an idle port waited", tc.TC, tc.MaxDepthBytes)
+		}
+	}
+	if polled < 100*32 || tx < uint64(polled) {
+		t.Errorf("polled %d packets, %d transmitted by QoS", polled, tx)
+	}
+	closeRing(t, p, set)
+}

@@ -248,8 +248,10 @@ func newEgress(pc *QoSPort, port uint16, socket int, sh *portShared, lcore, maxS
 		dpdk.FreeMem(mem)
 		return egress{}, err
 	}
+	// A port without a shaper is idle from the start: its first packets
+	// need not wait for a poll's end to cut through.
 	return egress{port: port, senders: sh.senders, sched: s, wd: wd, rx: rx, board: &sh.board, mem: mem,
-		tcToPrio: cfg.TCToPrio(), lossless: cfg.LosslessTCs()}, nil
+		tcToPrio: cfg.TCToPrio(), lossless: cfg.LosslessTCs(), idle: s.Idle(0)}, nil
 }
 
 func (qs *qosStage) free() {
@@ -409,7 +411,11 @@ func (w *Worker) qosTx(now int64) {
 		txq := &w.step.Txq[i]
 		room := min(txq.Room(), len(qs.slots))
 		if room == 0 {
-			e.idle = false
+			// The tx queue is full of this poll's cut-through packets.
+			// Whether the next poll's may cut through too depends on the
+			// queues alone: the tx queue is empty again after the next Run,
+			// and qosPass checks its room.
+			e.idle = e.sched.Idle(now)
 			continue
 		}
 		if e.flushing != 0 {
