@@ -85,7 +85,7 @@ func (w *Worker) classifyPass(b *burst) {
 	st := &rs.ports[b.src]
 	qp, batch := rs.qp, rs.batch
 	if qp != nil {
-		batch.Reset()
+		qp.Begin(batch, w.now)
 	}
 	for j, m := range b.pkts {
 		frame := m.Data()
@@ -96,25 +96,20 @@ func (w *Worker) classifyPass(b *burst) {
 		if r.RoCE && r.Err == roce.ReasonNone {
 			st.AddRoCE(r, n)
 			if qp != nil {
-				qp.Stage(batch, frame, r)
+				qp.Add(batch, j, frame, r, n)
 			}
 			continue
 		}
 		if r.Err == roce.ErrBadICRC && qp != nil {
-			qp.Stage(batch, frame, r)
+			qp.Add(batch, j, frame, r, n)
 		}
 		w.roceOther(b, j, frame)
 	}
 }
 
-// observed reports whether classifyPass staged a packet's QP lookup.
-func observed(r *roce.Result) bool {
-	return r.RoCE && (r.Err == roce.ReasonNone || r.Err == roce.ErrBadICRC)
-}
-
-// qpPass counts the staged packets into the per-QP table: first every
-// slot is found (its bucket and then the slot prefetched for the whole
-// burst), then each packet is counted into its slot.
+// qpPass counts the packets classifyPass staged into the per-QP table:
+// first every slot is found (its bucket and then the slot prefetched for
+// the whole burst), then each packet is counted into its slot.
 //
 //go:noinline
 func (w *Worker) qpPass(b *burst) {
@@ -123,12 +118,9 @@ func (w *Worker) qpPass(b *burst) {
 		return
 	}
 	qp.Find(batch, w.now)
-	k := 0
-	for j := range b.pkts {
-		if r := &b.res[j]; observed(r) {
-			qp.Update(batch, k, r, int(b.size[j]), w.now)
-			k++
-		}
+	for k := range batch.Len() {
+		j := batch.Pkt(k)
+		qp.Update(batch, k, &b.res[j], int(b.size[j]), w.now)
 	}
 }
 

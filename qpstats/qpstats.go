@@ -14,15 +14,18 @@
 // after a READ request any forward PSN is accepted as in order.
 //
 // The table is built for thousands of QPs per worker, whose entries do not
-// fit in the CPU's caches. A burst is looked up in three passes (Stage,
-// Find, Update) so that the cache misses of a whole burst overlap: Stage
+// fit in the CPU's caches. A burst is looked up in three passes (Add,
+// Find, Update) so that the cache misses of a whole burst overlap: Add
 // hashes every packet's key, Find prefetches the keys' buckets and then
 // picks each packet's slot from its bucket alone and prefetches the slots,
 // Update counts each packet into its slot. A bucket is one cache line of
 // eight signatures and coarse last-seen times, so a lookup, an insertion
 // and the choice of a victim read one line, never the slots themselves.
 // What packets update sits in a slot's two adjacent lines; what only NAKs
-// and insertions touch is kept apart. The memory can come
+// and insertions touch is kept apart. A port with a handful of busy QPs
+// pays for none of this: a memo of the flows found last lets Add count a
+// packet of one of them at once, in its slot still in the cache. The
+// memory can come
 // from the caller (DPDK's hugepage heap on the worker's socket: no TLB
 // misses on 4 KB pages, invisible to the Go garbage collector).
 package qpstats
@@ -210,7 +213,7 @@ var (
 	_ [slotAlign - unsafe.Sizeof(slot{})]byte
 )
 
-// Table is one worker's QP table. Only its worker calls Stage, Find,
+// Table is one worker's QP table. Only its worker calls Begin, Add, Find,
 // Update and Observe.
 type Table struct {
 	buckets []bucket
@@ -219,10 +222,21 @@ type Table struct {
 	bmask   uint32
 	maxAge  uint32 // in bucket time units; 0: flows never age
 	now     int64  // the latest time Find was given, to unwrap bucket times
+	age     uint32 // now in bucket time units, set by Begin
 	stats   TableStats
 	one     Batch     // Observe's batch of one
 	psn     PSNEvents // over every flow, for offline callers (PSNEvents)
+	// memo is the slot where each of the last flows found was, by a hash
+	// of its key's low words (the slot index plus one, 0: none, with the
+	// QP in the high word): a packet of a flow seen in the last bursts is counted
+	// at once, its slot in the cache, without being hashed or staged. A
+	// guess, checked against the slot's key before it is used.
+	memo [memoSize]uint64
 }
+
+// memoSize is the number of flows the memo remembers: enough for the
+// handful of busy QPs a port often carries, small enough to stay in L1.
+const memoSize = 64
 
 // size is the number of slots a table of at least n slots has: a power
 // of two, at least two buckets.
@@ -269,7 +283,7 @@ func NewAt(mem unsafe.Pointer, n int, maxAgeNS int64) *Table {
 	return t
 }
 
-// Batch is one burst's lookups, between Stage and Update.
+// Batch is one burst's lookups, between Add and Update.
 type Batch struct {
 	n       int
 	items   []item
@@ -288,9 +302,10 @@ type item struct {
 	bkt   uint32 // the first bucket; after Find, the one holding the slot
 	alt   uint32 // the second bucket
 	slot  uint32
-	fresh bool // Find claimed the slot for this key: Update fills it in
-	ce    bool // the packet is CE-marked: Update counts it in the cold part
-	again bool // the key of the packet before: its slot, found once
+	pkt   uint32 // the packet's index in the caller's burst
+	fresh bool   // Find claimed the slot for this key: Update fills it in
+	ce    bool   // the packet is CE-marked: Update counts it in the cold part
+	again bool   // the key of the packet before: its slot, found once
 }
 
 // NewBatch makes a batch for up to n packets.
@@ -303,6 +318,9 @@ func (b *Batch) Len() int { return b.n }
 
 // Reset empties the batch for the next burst.
 func (b *Batch) Reset() { b.n, b.nb = 0, 0 }
+
+// Pkt is the index Add was given for the k-th staged packet.
+func (b *Batch) Pkt(k int) int { return int(b.items[k].pkt) }
 
 // v4mapped is the upper half of the low word of an IPv4-mapped address.
 const v4mapped = 0xffff << 32
@@ -349,15 +367,32 @@ func hash(k words, qp uint32) (bkt, alt, sig uint32) {
 	return uint32(x * 0xbf58476d1ce4e5b9 >> 32), uint32(x * 0xd6e8feb86659fd93 >> 32), uint32(x*0x94d049bb133111eb>>32) | 1
 }
 
-// Stage adds a classified RoCE frame to the batch: its key is read and
-// hashed. The batch must have room.
-func (t *Table) Stage(b *Batch, frame []byte, r *roce.Result) {
-	it := &b.items[b.n]
+// Begin starts a burst seen at now (unix ns): the batch is emptied.
+func (t *Table) Begin(b *Batch, now int64) {
+	b.Reset()
+	t.now = max(t.now, now)
+	t.age = uint32(t.now >> ageShift)
+}
+
+// Add counts a classified RoCE frame of frameLen bytes, the j-th packet of
+// the caller's burst. A packet of a flow the memo holds, before any packet
+// of the burst is staged, is counted at once and Add returns false; any other is staged for Find and Update
+// (Batch.Pkt gives back j) and Add returns true.
+func (t *Table) Add(b *Batch, j int, frame []byte, r *roce.Result, frameLen int) bool {
+	var k words
 	if r.IPVersion == 4 {
-		it.key = v4Words(frame, int(r.L3))
+		k = v4Words(frame, int(r.L3))
 	} else {
-		it.key = addrWords6(frame, r)
+		k = addrWords6(frame, r)
 	}
+	// Once a packet is staged, the rest of the burst is staged too: Find
+	// may give its slot to a new flow, and the packets after it must see
+	// the table as if counted one at a time.
+	if b.n == 0 && t.hit(k, r, frameLen) {
+		return false
+	}
+	it := &b.items[b.n]
+	it.key, it.pkt = k, uint32(j)
 	it.qp, it.ce = r.DestQP, r.ECN == 3
 	// RDMA sends runs of packets of one QP (a message of many MTUs): a
 	// packet of the previous packet's flow shares its lookup, without
@@ -367,7 +402,7 @@ func (t *Table) Stage(b *Batch, frame []byte, r *roce.Result) {
 		if it.again = p.key == it.key && p.qp == it.qp; it.again {
 			it.bkt, it.alt, it.sig = p.bkt, p.alt, p.sig // p not yet found: bkt is its first bucket
 			b.n++
-			return
+			return true
 		}
 	} else {
 		it.again = false
@@ -377,6 +412,30 @@ func (t *Table) Stage(b *Batch, frame []byte, r *roce.Result) {
 	b.n++
 	b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
 	b.nb++
+	return true
+}
+
+// hit counts a packet of key k into the slot the memo has for it, if the
+// slot still holds that flow.
+func (t *Table) hit(k words, r *roce.Result, frameLen int) bool {
+	qp := r.DestQP
+	m := t.memo[memoIndex(k, qp)]
+	if uint32(m>>32) != qp || uint32(m) == 0 {
+		return false
+	}
+	i := uint32(m) - 1
+	if !t.slots[i].holds(k, qp) {
+		return false
+	}
+	t.buckets[i/ways].age[i%ways] = t.age
+	t.count(i, r.ECN == 3, r, frameLen)
+	return true
+}
+
+// memoIndex is where the memo keeps a key: a flow and its reverse (a
+// CNP's flow runs against its QP's data) differ.
+func memoIndex(k words, qp uint32) uint32 {
+	return uint32((k.s1^bits.RotateLeft64(k.d1, 17)^uint64(qp))*0x9e3779b97f4a7c15>>58) & (memoSize - 1)
 }
 
 // Find chooses every staged packet's slot from its bucket, claiming one
@@ -528,6 +587,13 @@ func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64)
 		i = t.resolve(it, it.key, it.qp, now) // another key with the same signature
 		it.slot = i
 	}
+	t.memo[memoIndex(it.key, it.qp)] = uint64(it.qp)<<32 | uint64(i+1)
+	t.count(i, it.ce, r, frameLen)
+}
+
+// count counts a packet classified as r, frameLen bytes long and CE-marked
+// if ce, into slot i.
+func (t *Table) count(i uint32, ce bool, r *roce.Result, frameLen int) {
 	s := &t.slots[i]
 	nb := s.bytes + uint32(frameLen)
 	if nb < s.bytes {
@@ -538,7 +604,7 @@ func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64)
 	if s.mix[class]++; s.mix[class] == 0 {
 		t.cold[i].mixHigh[class]++
 	}
-	if it.ce {
+	if ce {
 		t.cold[i].ce++
 	}
 	if r.HasAETH {
@@ -625,10 +691,11 @@ func (t *Table) trackPSN(s *slot, i uint32, psn uint32, isRead bool) {
 // one frame at a time.
 func (t *Table) Observe(frame []byte, r *roce.Result, frameLen int, now int64) {
 	b := &t.one
-	b.Reset()
-	t.Stage(b, frame, r)
-	t.Find(b, now)
-	t.Update(b, 0, r, frameLen, now)
+	t.Begin(b, now)
+	if t.Add(b, 0, frame, r, frameLen) {
+		t.Find(b, now)
+		t.Update(b, 0, r, frameLen, now)
+	}
 }
 
 // Stats reports the table's own counters.
@@ -683,6 +750,7 @@ func (t *Table) Reset() {
 	clear(t.buckets)
 	clear(t.slots)
 	clear(t.cold)
+	clear(t.memo[:])
 	t.stats = TableStats{Slots: len(t.slots), Bytes: t.stats.Bytes}
 	t.psn = PSNEvents{}
 }

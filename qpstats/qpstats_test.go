@@ -170,7 +170,7 @@ func TestEvictionTakesLeastRecentlySeen(t *testing.T) {
 		p := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly, psn: 1}
 		f, r := frame(t, p)
 		b := NewBatch(1)
-		tab.Stage(b, f, &r)
+		tab.Add(b, 0, f, &r, len(f))
 		if b.items[0].bkt != b.items[0].alt {
 			flows = append(flows, p)
 		}
@@ -213,7 +213,7 @@ func TestHalfLoadNeverEvicts(t *testing.T) {
 	for i := 0; i < 1<<14; i++ {
 		f, r := frame(t, pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: uint32(i) * 7919, op: sendOnly, psn: 1})
 		b.Reset()
-		tab.Stage(b, f, &r)
+		tab.Add(b, 0, f, &r, len(f))
 		tab.Find(b, 1)
 		tab.Update(b, 0, &r, len(f), 1)
 	}
@@ -256,13 +256,14 @@ func TestBatchEqualsOneAtATime(t *testing.T) {
 	for i := 0; i < len(in); {
 		n := min(1+rng.IntN(64), len(in)-i)
 		now := int64(i) * ms / 10
-		b.Reset()
-		for _, p := range in[i : i+n] {
+		batched.Begin(b, now)
+		for j, p := range in[i : i+n] {
 			one.Observe(p.f, &p.r, len(p.f), now)
-			batched.Stage(b, p.f, &p.r)
+			batched.Add(b, j, p.f, &p.r, len(p.f))
 		}
 		batched.Find(b, now)
-		for k, p := range in[i : i+n] {
+		for k := range b.Len() {
+			p := in[i+b.Pkt(k)]
 			batched.Update(b, k, &p.r, len(p.f), now)
 		}
 		i += n
@@ -277,6 +278,81 @@ func TestBatchEqualsOneAtATime(t *testing.T) {
 	}
 }
 
+// A packet of a flow found in an earlier burst is counted at once (Add
+// returns false), a flow and its reverse on the same QP are told apart,
+// a flow whose slot went to another flow is staged again, and after the
+// first staged packet of a burst the rest is staged too.
+func TestMemo(t *testing.T) {
+	tab := New(16, 0) // two buckets of eight
+	fwd := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: 7, op: sendOnly, psn: 1}
+	rev := pkt{src: "10.0.0.2", dst: "10.0.0.1", qp: 7, op: cnp}
+	b := NewBatch(4)
+	add := func(now int64, ps ...pkt) (staged []bool) {
+		tab.Begin(b, now)
+		frames := make([][]byte, len(ps))
+		results := make([]roce.Result, len(ps))
+		for j, p := range ps {
+			frames[j], results[j] = frame(t, p)
+			staged = append(staged, tab.Add(b, j, frames[j], &results[j], len(frames[j])))
+		}
+		tab.Find(b, now)
+		for k := range b.Len() {
+			j := b.Pkt(k)
+			tab.Update(b, k, &results[j], len(frames[j]), now)
+		}
+		return staged
+	}
+	if got := add(1, fwd, rev); !slices.Equal(got, []bool{true, true}) {
+		t.Fatalf("first burst: staged %v, want both", got)
+	}
+	fwd.psn++
+	if got := add(2, fwd, rev); !slices.Equal(got, []bool{false, false}) {
+		t.Fatalf("second burst: staged %v, want neither", got)
+	}
+	newFlow := pkt{src: "10.0.0.9", dst: "10.0.0.2", qp: 99, op: sendOnly, psn: 1}
+	fwd.psn++
+	if got := add(3, newFlow, fwd); !slices.Equal(got, []bool{true, true}) {
+		t.Fatalf("after a new flow: staged %v, want both", got)
+	}
+	entries, st := tab.CopyTo(nil)
+	for _, e := range entries {
+		want := map[uint32]uint64{7: 0, 99: 1}[e.QP]
+		if e.QP == 7 && e.Src == [2]uint64{0, v4mapped | 0x0a000001} {
+			want = 3
+		} else if e.QP == 7 {
+			want = 2
+		}
+		if e.Packets() != want || e.Gaps != 0 || e.OutOfOrder != 0 {
+			t.Errorf("QP %d from %v: %d packets, %d gaps, %d out of order; want %d, 0, 0", e.QP, e.SrcAddr(), e.Packets(), e.Gaps, e.OutOfOrder, want)
+		}
+	}
+	if st.Used != 3 || st.Inserts != 3 {
+		t.Errorf("stats %+v", st)
+	}
+	// Fill the table with other flows until fwd's slot is taken: fwd is
+	// then staged again and starts over.
+	for qp := uint32(1000); qp < 1040; qp++ {
+		add(int64(qp)<<ageShift, pkt{src: "10.0.0.5", dst: "10.0.0.6", qp: qp, op: sendOnly, psn: 1})
+	}
+	fwd.psn++
+	if got := add(2000<<ageShift, fwd); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("after its eviction: staged %v, want it staged", got)
+	}
+	entries, _ = tab.CopyTo(nil)
+	found := false
+	for _, e := range entries {
+		if e.QP == 7 && e.Src == [2]uint64{0, v4mapped | 0x0a000001} {
+			found = true
+			if e.Packets() != 1 {
+				t.Errorf("re-inserted flow: %d packets, want 1", e.Packets())
+			}
+		}
+	}
+	if !found {
+		t.Error("flow not re-inserted")
+	}
+}
+
 // Two keys with the same bucket and signature are told apart by the key
 // itself: each gets its own slot and counts.
 func TestSignatureCollision(t *testing.T) {
@@ -285,8 +361,9 @@ func TestSignatureCollision(t *testing.T) {
 	fy, ry := frame(t, pkt{src: "10.0.0.3", dst: "10.0.0.4", qp: 2, op: sendOnly, psn: 7})
 	tab.Observe(fx, &rx, len(fx), 1)
 	b := NewBatch(2)
-	tab.Stage(b, fx, &rx)
-	tab.Stage(b, fy, &ry)
+	clear(tab.memo[:]) // fx is staged, not counted at once
+	tab.Add(b, 0, fx, &rx, len(fx))
+	tab.Add(b, 1, fy, &ry, len(fy))
 	b.items[1].bkt, b.items[1].sig = b.items[0].bkt, b.items[0].sig // force the collision
 	tab.Find(b, 2)
 	tab.Update(b, 0, &rx, len(fx), 2)
@@ -343,7 +420,7 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 // through 64 QPs; "8k" and "64k" visit that many QPs in a shuffled order
 // with a table that holds them all (entries far out of the caches). Each
 // is measured one packet at a time (Observe) and a burst of 32 at a time
-// (Stage, Find, Update), as the data path does. The packets themselves
+// (Begin, Add, Find, Update), as the data path does. The packets themselves
 // are 32 frames whose destination QP is rewritten before each use, so
 // they are in the cache, as a burst just received is.
 func BenchmarkObserve(b *testing.B) {
@@ -379,14 +456,15 @@ func BenchmarkObserve(b *testing.B) {
 			batch := NewBatch(32)
 			i := 0
 			for b.Loop() {
-				batch.Reset()
+				tab.Begin(batch, int64(i))
 				for k := range frames {
 					f, r := next(i+k, k)
-					tab.Stage(batch, f, r)
+					tab.Add(batch, k, f, r, len(f))
 				}
 				tab.Find(batch, int64(i))
-				for k := range frames {
-					tab.Update(batch, k, &results[k], len(frames[k]), int64(i))
+				for k := range batch.Len() {
+					j := batch.Pkt(k)
+					tab.Update(batch, k, &results[j], len(frames[j]), int64(i))
 				}
 				i += 32
 			}
