@@ -48,7 +48,10 @@ func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 		}
 		b = append(b, " (from "...)
 		b = append(from(b), ')')
-		if rec.Queued {
+		switch {
+		case rec.Queued && rec.Impair != 0:
+			b = append(b, ", held back"...)
+		case rec.Queued:
 			b = append(b, ", queued by QoS"...)
 		}
 		if rec.Paused {
@@ -63,6 +66,10 @@ func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 		b = append(b, " (from "...)
 		b = append(from(b), "): "...)
 		b = append(b, info.Help...)
+	}
+	if rec.Impair != 0 {
+		b = append(b, "; impairment rule "...)
+		b = strconv.AppendInt(b, int64(rec.Impair), 10)
 	}
 	var r roce.Result
 	roce.Classify(rec.Data, m, false, &r)

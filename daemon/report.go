@@ -26,8 +26,8 @@ type Report struct {
 	Lcores    []LcoreReport     `json:"lcores"`
 	Drops     map[string]uint64 `json:"drops"`
 	// "roce" mode only.
-	// Queued is what the QoS queues hold (0 after a clean stop): packets
-	// received = transmitted + drops + queued. Generated is the PFC
+	// Queued is what the QoS queues and the impairment rules hold (0
+	// after a clean stop): packets received = transmitted + drops + queued. Generated is the PFC
 	// frames roce-fwd built and sent, which the ports count as
 	// transmitted too.
 	Queued    uint64                       `json:"queued"`
@@ -192,8 +192,9 @@ func (d *Daemon) report(rates bool) Report {
 		}
 		r.Lcores = append(r.Lcores, lr)
 	}
+	r.Queued = d.Pipe.Queued()
 	if d.Pipe.Spec.QoS != nil {
-		r.Queued, r.Generated = d.Pipe.Queued(), d.Pipe.Generated()
+		r.Generated = d.Pipe.Generated()
 		tcs, pfc := d.Pipe.QoS()
 		r.QoS, r.PFC = map[string][]pipeline.TCQoS{}, map[string]*pipeline.PortPFC{}
 		for id, t := range tcs {

@@ -38,13 +38,13 @@ type match struct {
 	dir            Dir
 	tc             int8 // -1: any
 	slow           bool // addresses or ECN/payload conditions: see compiled.matches
-	off            bool // expired on this worker
-	_              [14]byte
+	_              [15]byte
 }
 
 // compiled is a rule in the form the data path tests.
 type compiled struct {
 	Rule
+	line          string // Rule.String(): a rule carries its state only to itself
 	m             match
 	src, dst      prefix
 	prob          uint64 // probThreshold(Prob); 0: always
@@ -110,7 +110,7 @@ func Compile(rules []Rule, seed uint64, workers int) (*Set, error) {
 	s := &Set{rules: make([]compiled, len(rules))}
 	workers = max(workers, 1)
 	for i, r := range rules {
-		c := compiled{Rule: r, src: compilePrefix(r.Src), dst: compilePrefix(r.Dst),
+		c := compiled{Rule: r, line: r.String(), src: compilePrefix(r.Src), dst: compilePrefix(r.Dst),
 			delay: r.Delay.Nanoseconds(), jitter: r.Jitter.Nanoseconds(), forNS: r.For.Nanoseconds(),
 			needECT: r.Action == ActSetCE, needECN: r.Action == ActClearECN, needPayload: r.Action == ActCorruptPayload,
 			seed: r.Seed}
@@ -162,6 +162,9 @@ func (s *Set) Rules() []Rule {
 	return out
 }
 
+// ID is the ID of rule i.
+func (s *Set) ID(i int32) int { return s.rules[i].ID }
+
 // Len is the number of rules.
 func (s *Set) Len() int { return len(s.rules) }
 
@@ -171,7 +174,6 @@ type state struct {
 	acted   uint64 // packets it acted on
 	n       uint64 // matches to go until Every selects one
 	left    uint64 // actions left in the current burst
-	passed  uint64 // matching packets it let by (reorder: releases held ones)
 	rng     uint64
 	tokens  int64 // rate_limit: packets x 1e9
 	last    int64 // rate_limit: when tokens were last added
@@ -189,39 +191,55 @@ type Counter struct {
 // Only its worker calls Apply.
 type Worker struct {
 	set  *Set
-	live uint64  // the rules not expired here, as bits
-	m    []match // the rules' matches
+	live uint64            // the rules not expired here, as bits
+	byQP [qpBuckets]uint64 // the set's byQP, less the expired rules
+	m    []match           // the rules' matches
 	st   []state
 }
 
-// NewWorker makes worker index's state for set. A rule of old (the
-// worker's previous state, or nil) with the same ID and line keeps its
-// counters, position in its Every/burst/rate cycle and random stream.
-func NewWorker(set *Set, index int, old *Worker) *Worker {
+// expire takes rule i out of the worker's rules.
+func (w *Worker) expire(i int32) {
+	w.live &^= 1 << i
+	for q := range w.byQP {
+		w.byQP[q] = w.set.byQP[q] & w.live
+	}
+}
+
+// NewWorker makes worker index's state for set, every rule fresh.
+func NewWorker(set *Set, index int) *Worker {
 	w := &Worker{set: set, m: make([]match, len(set.rules)), st: make([]state, len(set.rules))}
 	for i := range set.rules {
 		c := &set.rules[i]
 		w.m[i] = c.m
-		if old != nil {
-			if j := old.find(c.Rule); j >= 0 {
-				w.st[i] = old.st[j]
-				if old.live&(1<<j) != 0 {
-					w.live |= 1 << i
-				}
-				continue
-			}
-		}
 		w.live |= 1 << i
 		w.st[i] = state{rng: splitmix(c.seed ^ uint64(c.ID)<<32 ^ uint64(index)*0x9e3779b97f4a7c15),
 			tokens: c.bucket, n: max(c.Every, 1)}
 	}
+	w.byQP = set.byQP
 	return w
 }
 
-func (w *Worker) find(r Rule) int {
-	line := r.String()
+// Carry takes over from old (the worker's previous rules, or nil) the
+// state of each rule with the same ID and line: its counters, its place
+// in its Every/burst/rate cycles and its random stream. It allocates
+// nothing, so the worker itself can run it when it swaps the rules.
+func (w *Worker) Carry(old *Worker) {
+	if old == nil {
+		return
+	}
 	for i := range w.set.rules {
-		if w.set.rules[i].ID == r.ID && w.set.rules[i].Rule.String() == line {
+		if j := old.find(&w.set.rules[i]); j >= 0 {
+			w.st[i] = old.st[j]
+			if old.live&(1<<j) == 0 {
+				w.expire(int32(i))
+			}
+		}
+	}
+}
+
+func (w *Worker) find(c *compiled) int {
+	for i := range w.set.rules {
+		if o := &w.set.rules[i]; o.ID == c.ID && o.line == c.line {
 			return i
 		}
 	}
@@ -238,20 +256,16 @@ func (w *Worker) Counters(out []Counter) {
 	}
 }
 
-// Passed is how many matching packets rule i let by: a packet a reorder
-// rule held is released once it reaches the Verdict's Until.
-func (w *Worker) Passed(i int32) uint64 { return w.st[i].passed }
-
 // Verdict is what the rules decided for a packet.
 type Verdict struct {
 	// Act is ActDrop or ActRateLimit (drop it), ActDelay or ActReorder
 	// (hold it), or 0: forward it, perhaps changed by the rules in Acted.
 	Act Action
-	// Rule is the index of the rule that decided Act, or of the last rule
-	// that changed the packet; -1: none acted.
+	// Rule is the index plus one of the rule that decided Act, or of the
+	// last rule that changed the packet; 0: none acted.
 	Rule int32
-	// Until is when a held packet leaves: unix ns for a delay, the rule's
-	// Passed count for a reorder.
+	// Until is when a held packet leaves: unix ns for a delay; for a
+	// reorder, how many later packets to the same port go first.
 	Until uint64
 }
 
@@ -262,12 +276,21 @@ type Verdict struct {
 // evaluation. Only well-formed RoCEv2 packets (and ones with a bad ICRC)
 // are candidates.
 func (w *Worker) Apply(rxPort, txPort uint16, frame []byte, r *roce.Result, now int64) Verdict {
+	// Small enough to inline into the caller's loop: a packet of a QP no
+	// rule names costs a few loads.
+	if w.byQP[r.DestQP&(qpBuckets-1)] == 0 {
+		return Verdict{}
+	}
+	return w.apply(rxPort, txPort, frame, r, now)
+}
+
+func (w *Worker) apply(rxPort, txPort uint16, frame []byte, r *roce.Result, now int64) Verdict {
 	if !r.RoCE || r.Err != roce.ReasonNone && r.Err != roce.ErrBadICRC {
-		return Verdict{Rule: -1}
+		return Verdict{}
 	}
 	cls := ClassOf(r)
-	acted := int32(-1)
-	for c := w.live & w.set.byQP[r.DestQP&(qpBuckets-1)] & w.set.byClass[bits.TrailingZeros16(uint16(cls))]; c != 0; c &= c - 1 {
+	acted := int32(0)
+	for c := w.byQP[r.DestQP&(qpBuckets-1)] & w.set.byClass[bits.TrailingZeros16(uint16(cls))]; c != 0; c &= c - 1 {
 		i := bits.TrailingZeros64(c)
 		m := &w.m[i]
 		if m.classes&cls == 0 || r.DestQP-m.qpLo > m.qpSpan || r.PSN-m.psnLo > m.psnSpan ||
@@ -310,20 +333,19 @@ func (w *Worker) act(i int32, frame []byte, r *roce.Result, now int64) (Verdict,
 		if st.start == 0 {
 			st.start = now
 		} else if now-st.start >= c.forNS {
-			w.live &^= 1 << i
+			w.expire(i)
 			return Verdict{}, false
 		}
 	}
 	st.matched++
 	if !st.selects(c) || c.Action == ActRateLimit && st.conforms(c, now) {
-		st.passed++
 		return Verdict{}, false
 	}
 	st.acted++
 	if c.Count > 0 && st.acted >= c.Count {
-		w.live &^= 1 << i
+		w.expire(i)
 	}
-	v := Verdict{Rule: i}
+	v := Verdict{Rule: i + 1}
 	switch c.Action {
 	case ActDrop, ActRateLimit:
 		v.Act = c.Action
@@ -334,7 +356,7 @@ func (w *Worker) act(i int32, frame []byte, r *roce.Result, now int64) (Verdict,
 		}
 		v.Act, v.Until = ActDelay, uint64(now+d)
 	case ActReorder:
-		v.Act, v.Until = ActReorder, st.passed+uint64(c.Depth)
+		v.Act, v.Until = ActReorder, uint64(c.Depth)
 	case ActSetCE:
 		setECN(frame, r, roce.ECNCE)
 	case ActClearECN:

@@ -108,7 +108,7 @@ const (
 	ActCorruptICRC                      // flip the ICRC's bits: the receiver's NIC drops it
 	ActCorruptPayload                   // flip the first payload byte (the ICRC no longer matches)
 	ActDelay                            // hold back for a time (plus jitter)
-	ActReorder                          // hold back until Depth later packets of the rule went by
+	ActReorder                          // hold back until Depth later packets to the same port went by
 	ActRateLimit                        // drop what exceeds Rate packets per second (impair_rate)
 	numActions
 )

@@ -21,6 +21,12 @@ type burst struct {
 	size  []uint32
 	fate  []fate // per packet: what dispose does with it
 	odd   int    // packets whose fate is not fateForward
+	// classified: res, frame and size hold the classify pass's results.
+	classified bool
+	// impaired: imp holds, per packet, the impairment rule that acted on
+	// it (its index in the rule set plus one; 0: none), for the taps.
+	impaired bool
+	imp      []int32
 }
 
 // fate is what becomes of a packet at the end of its burst.
@@ -34,12 +40,13 @@ const (
 
 // newBurst sizes a burst for up to n packets.
 func newBurst(n int) burst {
-	return burst{res: make([]roce.Result, n), fate: make([]fate, n), frame: make([][]byte, n), size: make([]uint32, n)}
+	return burst{res: make([]roce.Result, n), fate: make([]fate, n), frame: make([][]byte, n), size: make([]uint32, n), imp: make([]int32, n)}
 }
 
 // reset starts the burst of rx source src.
 func (b *burst) reset(src, tx int, pkts []*dpdk.Mbuf) {
 	b.src, b.tx, b.pkts, b.odd = src, tx, pkts, 0
+	b.classified, b.impaired = false, false
 	clear(b.fate[:len(pkts)])
 }
 

@@ -26,6 +26,9 @@ type Spec struct {
 	// RxSpec.To is then unused and every worker has a tx queue on every
 	// port.
 	Route *RouteSpec
+	// Impair, when set, sizes the impair stage and installs its first
+	// rules (roce mode); SetImpair changes them while forwarding.
+	Impair *ImpairSpec
 }
 
 // RoCESpec configures the "roce" stage.
@@ -65,6 +68,7 @@ type Pipeline struct {
 	Workers []*Worker
 	running bool
 	flows   pipelineFlows
+	imp     impairs
 }
 
 // New builds the workers: each gets a burst step on its socket and its
@@ -221,6 +225,10 @@ func New(spec Spec) (*Pipeline, error) {
 	if len(p.Workers) == 0 {
 		return nil, errors.New("no worker has an rx queue to poll: check [[forward]]")
 	}
+	if err := p.initImpair(spec.Impair); err != nil {
+		p.Free()
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -312,6 +320,9 @@ func (p *Pipeline) Free() {
 		}
 		if w.rs != nil {
 			w.rs.free()
+		}
+		if w.imp != nil {
+			w.imp.free()
 		}
 		if w.step != nil {
 			w.step.Free()

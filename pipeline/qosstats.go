@@ -180,9 +180,10 @@ func (p *Pipeline) QoS() (map[uint16][]TCQoS, map[uint16]*PortPFC) {
 	return tcs, pfc
 }
 
-// Queued is the number of packets the workers' QoS queues hold.
+// Queued is the number of packets the workers' QoS queues hold, and the
+// impairment rules hold back.
 func (p *Pipeline) Queued() uint64 {
-	var n uint64
+	n := uint64(p.heldPackets())
 	for _, w := range p.Workers {
 		eg, _ := w.qosStats()
 		for _, e := range eg {

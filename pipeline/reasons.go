@@ -33,6 +33,9 @@ const (
 	DropPuntLimit
 	DropLinkLocal
 	DropMACControlOther
+	DropImpair
+	DropImpairRate
+	DropImpairHoldFull
 	NumReasons
 )
 
@@ -72,6 +75,9 @@ var Reasons = [NumReasons]ReasonInfo{
 	DropNeighborUnresolved: {"neighbor_unresolved", "route", "the next hop's (or a connected destination's) MAC address is not known"},
 	DropPuntLimit:          {"punt_limit", "route", "for the kernel's exception path, over its reason's [kernel] punt_rate"},
 	DropLinkLocal:          {"link_local", "route", "to an IPv6 link-local or multicast, or IPv4 multicast or broadcast address (for the kernel's exception path)"},
+	DropImpair:             {"impair_drop", "impair", "an impairment rule's drop action (impair add ... action drop): not a fault of the fabric"},
+	DropImpairRate:         {"impair_rate", "impair", "over an impairment rule's rate_limit"},
+	DropImpairHoldFull:     {"impair_hold_full", "impair", "a delay or reorder rule would have held it, but the worker already held [impair] hold packets"},
 	DropMACControlOther:    {"mac_control_other", "classify", "an untagged 0x8808 MAC control frame that is neither PAUSE nor PFC (another opcode, or too short): never forwarded, as no MAC control frame is"},
 }
 

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -88,6 +89,23 @@ func TestRoCEPollDoesNotAllocate(t *testing.T) {
 	shaped := qos.NVIDIARoCE()
 	shaped.Rate = 400e9
 	t.Run("qos-shaped", func(t *testing.T) { testRoCEPollAllocs(t, withQoS(shaped)) })
+	// Rules that change packets and hold them back (the ring loop gets
+	// them back), and one that never matches.
+	t.Run("impair", func(t *testing.T) {
+		testRoCEPollAllocs(t, withImpair(t, "every 2 action set_ce", "every 3 action clear_ecn",
+			"every 50 action delay 1us jitter 1us", "every 101 action reorder 2", "qp 0x999 action drop"))
+	})
+}
+
+// sixteenRules are impairment rules as a busy drill has them: fifteen on
+// QPs the demo traffic does not use, one on its QP 291 acting on every
+// thousandth packet.
+func sixteenRules(t testing.TB) func(*Spec) {
+	lines := []string{"qp 291 every 1000 action set_ce"}
+	for i := range 15 {
+		lines = append(lines, fmt.Sprintf("qp %d class data every 100 action drop", 0x1000+i*37))
+	}
+	return withImpair(t, lines...)
 }
 
 func testRoCEPollAllocs(t *testing.T, tune ...func(*Spec)) {
@@ -129,6 +147,7 @@ func BenchmarkPoll(b *testing.B) {
 		{"roce-qos", "roce", []func(*Spec){noICRC, withQoS(qos.NVIDIARoCE())}, nil},
 		{"roce-tap-selecting-nothing", "roce", []func(*Spec){noICRC}, &nothing},
 		{"roce-tap-copying-all", "roce", []func(*Spec){noICRC}, &every},
+		{"roce-impair-16-rules", "roce", []func(*Spec){noICRC, sixteenRules(b)}, nil},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			cfg, set := openPorts(b, c.mode, "net_ring%d")

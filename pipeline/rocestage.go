@@ -87,6 +87,7 @@ func (w *Worker) classifyPass(b *burst) {
 	if qp != nil {
 		qp.Begin(batch, w.now)
 	}
+	b.classified = true
 	for j, m := range b.pkts {
 		frame := m.Data()
 		n := m.PktLen()

@@ -508,6 +508,7 @@ func (w *Worker) egressByPort(b *burst) {
 			}
 		}
 		s.reset(b.src, int(tx), pkts)
+		s.classified = b.classified
 		w.egress(s)
 	}
 }

@@ -91,6 +91,7 @@ type TapRecord struct {
 	RxECN    uint8  // roce mode: the ECN codepoint as received (TapTx)
 	HasRxECN bool
 	Paused   bool   // TapTx with QoS: its TC was paused by PFC on the tx port
+	Impair   int32  // the ID of the impairment rule that acted on it (dropped, held, changed it); 0: none
 	Len      uint32 // the frame's length
 	Data     []byte // the first Snaplen bytes (a view into the ring: copy it to keep it)
 }
@@ -251,6 +252,9 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 			}
 			// The details only for a packet the tap takes.
 			rec := TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: d, Reason: reason}
+			if b.impaired && b.imp[j] != 0 {
+				rec.Impair = int32(w.imp.eng.Set().ID(b.imp[j] - 1))
+			}
 			if d == TapTx {
 				rec.TxPort, rec.Queued = txPort, b.fate[j] == fateTaken
 				if w.mode == ModeRoCE {

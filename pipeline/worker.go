@@ -12,7 +12,8 @@
 //     like testpmd's mac mode, "roce" classifies, counts and looks up
 //     the per-QP table: rocestage.go), the software flow rules
 //     (flowstage.go) when the rx port has an ingress table or the tx port
-//     an egress table, and the QoS stage (qosstage.go, roce mode).
+//     an egress table, the impairment rules (impairstage.go, roce mode,
+//     when there are any), and the QoS stage (qosstage.go, roce mode).
 //  3. dispose sends each packet out of the tx queue of the port its rx
 //     port forwards to, or counts it under a named Reason (reasons.go),
 //     or leaves it to the stage that took it (the QoS queues).
@@ -92,12 +93,13 @@ type Worker struct {
 	rs       *roceStage // ModeRoCE only
 	qs       *qosStage  // ModeRoCE with QoS only
 	clock    tscClock
-	now      int64       // unix ns at the start of the current poll, when a stage needs it
-	fs       *flowStage  // software flow tables (every mode)
-	rt       *routeStage // the routed path, when the config has routes
-	b        burst       // the burst being handled
-	box      mailbox     // the control plane's work for the worker
-	taps     []*tap      // capture and trace (tap.go), usually none
+	now      int64        // unix ns at the start of the current poll, when a stage needs it
+	fs       *flowStage   // software flow tables (every mode)
+	rt       *routeStage  // the routed path, when the config has routes
+	b        burst        // the burst being handled
+	box      mailbox      // the control plane's work for the worker
+	taps     []*tap       // capture and trace (tap.go), usually none
+	imp      *impairStage // impairment rules and the packets they hold, usually none
 	// tableErrors counts table swaps the worker could not apply.
 	tableErrors atomic.Uint64
 }
@@ -114,8 +116,9 @@ func (w *Worker) Poll() int {
 		w.c.busyCycles += tsc - w.lastTSC
 	}
 	w.lastTSC, w.lastBusy = tsc, total > 0
-	// QP ageing, the QoS stage, flow meters and punt limits need the time.
-	if w.qs != nil || total > 0 && (w.rs != nil || w.rt != nil || len(w.fs.installed) > 0) {
+	// QP ageing, the QoS stage, flow meters, punt limits and held packets
+	// need the time.
+	if w.qs != nil || total > 0 && (w.rs != nil || w.rt != nil || len(w.fs.installed) > 0) || w.imp != nil && w.imp.n > 0 {
 		w.now = w.clock.ns(tsc)
 	}
 	for i := range w.rx {
@@ -128,6 +131,9 @@ func (w *Worker) Poll() int {
 		w.handle(&w.b)
 	}
 	w.c.packets += uint64(total)
+	if w.imp != nil && w.imp.n > 0 {
+		w.releaseHeld(false) // impairstage.go: delayed and reordered packets
+	}
 	if w.qs != nil {
 		w.qosTx(w.now)
 	}
@@ -184,6 +190,9 @@ func (w *Worker) egress(b *burst) {
 	if out := w.fs.out[b.tx]; out != nil {
 		w.flowPass(b, out) // egress rules see the frames as sent
 	}
+	if w.imp != nil && w.imp.eng != nil && b.classified {
+		w.impairPass(b) // impairstage.go: drop, mark, corrupt, hold back
+	}
 	if w.qs != nil {
 		w.qosPass(b) // qosstage.go: egress queues, WRED-ECN, PFC
 	}
@@ -236,6 +245,9 @@ func (w *Worker) Loop() {
 	}
 	if w.qs != nil {
 		w.drainQoS()
+	}
+	if w.imp != nil {
+		w.drainHeld()
 	}
 	w.step.Flush()
 	w.finishMailbox()
