@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"strconv"
 	"strings"
 
 	"roce-fwd/config"
@@ -16,27 +15,10 @@ func CheckConfig(cfg *config.Config) error {
 	if strings.TrimSpace(cfg.Capture.Start) == "" {
 		return config.Errors{{File: cfg.File, Line: cfg.Capture.Line, Key: "capture.start", Msg: "empty; say what to capture: " + CaptureSyntax[len("capture start "):]}}
 	}
-	_, err := ParseArgs(strings.Fields(cfg.Capture.Start), false, func(s string) (uint16, error) {
-		if i, ok := cfg.PortByName(s); ok {
-			return uint16(i), nil
-		}
-		if n, err := strconv.Atoi(s); err == nil && n >= 0 && n < len(cfg.Ports) {
-			return uint16(n), nil
-		}
-		var names []string
-		for _, p := range cfg.Ports {
-			names = append(names, strconv.Quote(p.Name))
-		}
-		return 0, &portError{s, strings.Join(names, ", ")}
-	})
+	_, err := ParseArgs(strings.Fields(cfg.Capture.Start), false, cfg.PortID)
 	if err != nil {
 		return config.Errors{{File: cfg.File, Line: cfg.Capture.Line, Key: "capture.start", Msg: err.Error()}}
 	}
 	return nil
 }
 
-type portError struct{ port, valid string }
-
-func (e *portError) Error() string {
-	return "port " + strconv.Quote(e.port) + ": not a port (" + e.valid + ")"
-}

@@ -16,6 +16,8 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +43,19 @@ type Config struct {
 	Telemetry Telemetry  `toml:"telemetry"`
 	Offload   Offload    `toml:"offload"`
 	Capture   *Capture   `toml:"capture"` // nil: no [capture] section
+	Impair    *Impair    `toml:"impair"`  // nil: no [impair] section
+}
+
+// Impair holds impairment rules armed before the first packet, each in
+// the words of the console's "impair add" (the impair package reads them:
+// impair.FromConfig), the seed of rules without their own, and how many
+// packets a worker may hold back for delay and reorder rules.
+type Impair struct {
+	Seed  uint64   `toml:"seed"`
+	Hold  int      `toml:"hold"`
+	Rules []string `toml:"rules"`
+	Lines []int    `toml:"-"` // line of each rule, for later errors
+	Line  int      `toml:"-"` // line of the section
 }
 
 // Capture starts a packet capture with the daemon: Start holds the words
@@ -171,6 +186,7 @@ var sections = []section{
 	{"offload", validateOffload},
 	{"routing", validateRouting}, // also [[route]] and [[neighbor]]
 	{"kernel", validateKernel},
+	{"impair", validateImpair},
 }
 
 // DefaultFile is the Config.File of the built-in default configuration.
@@ -251,6 +267,12 @@ func Parse(name string, data []byte) (*Config, error) {
 	if cfg.Capture != nil {
 		cfg.Capture.Line = c.loc.line(path{}.key("capture").key("start"))
 	}
+	if im := cfg.Impair; im != nil {
+		im.Line = c.loc.line(path{}.key("impair"))
+		for i := range im.Rules {
+			im.Lines = append(im.Lines, c.loc.line(path{}.key("impair").key("rules").index(i)))
+		}
+	}
 	for i := range cfg.Routes {
 		cfg.Routes[i].Line = c.loc.line(path{}.key("route").index(i))
 	}
@@ -330,6 +352,9 @@ func (c *Config) Copy() (*Config, error) {
 	if out.Capture != nil && c.Capture != nil {
 		out.Capture.Line = c.Capture.Line
 	}
+	if out.Impair != nil && c.Impair != nil {
+		out.Impair.Line, out.Impair.Lines = c.Impair.Line, slices.Clone(c.Impair.Lines)
+	}
 	for i := range out.Routes {
 		if i < len(c.Routes) && out.Routes[i].Prefix == c.Routes[i].Prefix {
 			out.Routes[i].Line = c.Routes[i].Line
@@ -351,4 +376,20 @@ func (c *Config) PortByName(name string) (int, bool) {
 		}
 	}
 	return -1, false
+}
+
+// PortID resolves a port as a console command names it, before any port
+// is open: by name, or by its index in [[port]] (the id it will get).
+func (c *Config) PortID(s string) (uint16, error) {
+	if i, ok := c.PortByName(s); ok {
+		return uint16(i), nil
+	}
+	if n, err := strconv.Atoi(s); err == nil && n >= 0 && n < len(c.Ports) {
+		return uint16(n), nil
+	}
+	var names []string
+	for _, p := range c.Ports {
+		names = append(names, strconv.Quote(p.Name))
+	}
+	return 0, fmt.Errorf("port %q: not a port (%s)", s, strings.Join(names, ", "))
 }

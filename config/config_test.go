@@ -195,6 +195,21 @@ var errorCases = []struct {
 	src  []byte
 	want []string
 }{
+	{"impair rules: each at its line, and the mode", with(
+		/* 10 */ `[impair]`,
+		/* 11 */ `hold = -1`,
+		/* 12 */ `rules = [`,
+		/* 13 */ `  "port a rx qp 0x11 action drop",`,
+		/* 14 */ `  "port nosuch action drop",`,
+		/* 15 */ `  "qp 1 action explode",`,
+		/* 16 */ `]`,
+	), []string{
+		"t.toml:11: impair.hold: -1 is out of range",
+		"t.toml:12: impair.rules: impairment rules need [pipeline] mode = \"roce\"",
+		"t.toml:14: impair.rules[1]: port \"nosuch\": not a port (\"a\", \"b\")",
+		"t.toml:15: impair.rules[2]: action \"explode\": want drop, set_ce",
+	}},
+
 	{"syntax error", src(
 		/* 1 */ `[pipeline]`,
 		/* 2 */ `mode = "io"`,
@@ -707,5 +722,22 @@ func TestCopyOfRunningConfig(t *testing.T) {
 	_, err = cp.Copy()
 	if err == nil || !strings.HasPrefix(err.Error(), "r.toml (running config): pipeline.burst: ") {
 		t.Errorf("broken copy: %v, want the key under \"r.toml (running config)\" without a line", err)
+	}
+}
+
+func TestImpairSection(t *testing.T) {
+	cfg, err := Parse("t.toml", with(
+		/* 10 */ `[pipeline]`,
+		/* 11 */ `mode = "roce"`,
+		/* 12 */ `[impair]`,
+		/* 13 */ `seed = 42`,
+		/* 14 */ `rules = ["port b tx class cnp action drop",`,
+		/* 15 */ `  "qp 7 psn 10-20 action set_ce"]`,
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im := cfg.Impair; im == nil || im.Seed != 42 || len(im.Rules) != 2 || !reflect.DeepEqual(im.Lines, []int{14, 15}) {
+		t.Errorf("impair %+v", cfg.Impair)
 	}
 }

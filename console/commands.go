@@ -36,6 +36,7 @@ func New(d *daemon.Daemon) *Shell {
 	s.add(commands()...)
 	s.add(routeCommands()...)
 	s.add(captureCommands()...)
+	s.add(impairCommands()...)
 	return s
 }
 
@@ -46,6 +47,7 @@ func newGrammar(ports []Port) *Shell {
 	s.add(commands()...)
 	s.add(routeCommands()...)
 	s.add(captureCommands()...)
+	s.add(impairCommands()...)
 	return s
 }
 

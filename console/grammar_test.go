@@ -83,6 +83,12 @@ func TestResolve(t *testing.T) {
 		{"trace start", "trace start [<rest>]", "trace start"},
 		{"trace clear", "trace stop|clear", "trace clear"},
 		{"show trace", "show trace", "show trace"},
+		{"impair add port in rx qp 0x11 every 100 action drop", "impair add <rest>", "impair add port in rx qp 0x11 every 100 action drop"},
+		{"impair del 3", "impair del <id>|all", "impair del 3"},
+		{"imp del all", "impair del <id>|all", "impair del all"},
+		{"impair list", "impair list", "impair list"},
+		{"show impair stats", "show impair stats", "show impair stats"},
+		{"sh imp st", "show impair stats", "show impair stats"},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {
@@ -145,9 +151,9 @@ func TestComplete(t *testing.T) {
 		line string
 		want []string
 	}{
-		{"", []string{"capture", "clear", "exit", "flow", "help", "neighbor", "port", "quit", "reload", "route", "set", "show", "start", "stop", "trace"}},
+		{"", []string{"capture", "clear", "exit", "flow", "help", "impair", "neighbor", "port", "quit", "reload", "route", "set", "show", "start", "stop", "trace"}},
 		{"sh", []string{"show"}},
-		{"show ", []string{"capture", "config", "ecmp", "errors", "fwd", "hugepages", "ip", "ipv6", "lcores", "neighbors", "numa", "offload", "pfc", "port", "qos", "roce", "running-config", "trace"}},
+		{"show ", []string{"capture", "config", "ecmp", "errors", "fwd", "hugepages", "impair", "ip", "ipv6", "lcores", "neighbors", "numa", "offload", "pfc", "port", "qos", "roce", "running-config", "trace"}},
 		{"route ", []string{"add", "del", "load"}},
 		{"show offload ", []string{"0", "1", "all", "in", "out"}},
 		{"show port ", []string{"info", "stats", "summary", "xstats"}},

@@ -43,6 +43,7 @@ var sections = []struct{ name, title string }{
 	{"route", "Routing: FIB, neighbours, ECMP groups; routes and neighbours added live"},
 	{"config", "Configuration: ports, forwarding mode, QoS parameters"},
 	{"debug", "Debugging: packet trace, and capture to pcapng with each packet's verdict"},
+	{"impair", "Impairment: drop, mark, corrupt, delay, reorder or rate-limit chosen RoCE packets"},
 }
 
 // Port is what the grammar knows of a port.

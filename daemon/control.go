@@ -215,13 +215,14 @@ func (d *Daemon) Reload() (changes []config.Change, err error) {
 // the classification, forward and QoS tables (swapped under the workers;
 // pipeline.Update refuses, with the reason, what the running queues
 // cannot take, such as a TC turning lossless), the RoCE policies,
-// promiscuous mode, and the forwarding mode while forwarding is stopped.
+// promiscuous mode, the impairment rules, and the forwarding mode while
+// forwarding is stopped.
 // The PFC mode is not: it decides at start who owns PFC on the NIC.
 func liveKey(key string) bool {
-	return liveKeys.MatchString(key) && key != "qos.pfc_mode"
+	return liveKeys.MatchString(key) && key != "qos.pfc_mode" && key != "impair.hold"
 }
 
-var liveKeys = regexp.MustCompile(`^(forward\b|roce\.(verify_icrc|bad_icrc|malformed)$|qos\.|pfc\b|port\[\d+\]\.promiscuous$|pipeline\.mode$|route\b|neighbor\b)`)
+var liveKeys = regexp.MustCompile(`^(forward\b|roce\.(verify_icrc|bad_icrc|malformed)$|qos\.|pfc\b|port\[\d+\]\.promiscuous$|pipeline\.mode$|route\b|neighbor\b|impair\b)`)
 
 // ApplyConfig makes cfg the running configuration, or changes nothing
 // and says why: every change that needs a restart is listed; the
@@ -237,11 +238,13 @@ func (d *Daemon) applyConfig(cfg *config.Config) ([]config.Change, error) {
 	changes := config.Diff(d.Cfg, cfg)
 	var refused []string
 	modeChange := false
-	routes := false
+	routes, impairs := false, false
 	for _, c := range changes {
 		switch {
 		case !liveKey(c.Key):
 			refused = append(refused, c.String())
+		case strings.HasPrefix(c.Key, "impair"):
+			impairs = true
 		case strings.HasPrefix(c.Key, "route") || strings.HasPrefix(c.Key, "neighbor"):
 			routes = true
 			if d.route == nil || !cfg.Routed() {
@@ -282,6 +285,11 @@ func (d *Daemon) applyConfig(cfg *config.Config) ([]config.Change, error) {
 	if routes {
 		if err := d.reloadRoutes(cfg); err != nil {
 			return nil, fmt.Errorf("%s: routes: %w", cfg.File, err)
+		}
+	}
+	if impairs {
+		if err := d.reloadImpair(cfg); err != nil {
+			return nil, fmt.Errorf("%s: impair: %w", cfg.File, err)
 		}
 	}
 	if modeChange {

@@ -65,10 +65,11 @@ type Daemon struct {
 	// kernelResync reads the kernel's routes again (kernel.go), when they
 	// are followed.
 	kernelResync func()
-	mu           sync.Mutex // serialises the control operations (control.go)
-	taps         taps       // capture and trace (capture.go)
-	pdump        bool       // rte_pdump_init served dpdk-dumpcap
-	sd           sdState    // systemd notifications (notify.go)
+	mu           sync.Mutex  // serialises the control operations (control.go)
+	taps         taps        // capture and trace (capture.go)
+	pdump        bool        // rte_pdump_init served dpdk-dumpcap
+	sd           sdState     // systemd notifications (notify.go)
+	imp          impairState // impairment rules (impair.go)
 	base         baseline
 }
 
@@ -298,6 +299,10 @@ func (d *Daemon) bringUp() error {
 			d.route.pump, spec.Route.KernelRings = kp, rings
 			kp.start()
 		}
+	}
+	// Impairment rules from the config act on the first packet.
+	if spec.Impair, err = d.impairSpec(cfg); err != nil {
+		return err
 	}
 	pipe, err := pipeline.New(spec)
 	if err != nil {

@@ -37,6 +37,8 @@ type Report struct {
 	RoCE      *RoCEReport                  `json:"roce,omitempty"`
 	TopQPs    []qpstats.FlowReport         `json:"top_qps,omitempty"`
 	Route     *RouteReport                 `json:"route,omitempty"` // routed configs only
+	// Impair is the impairment rules with their counters, if any.
+	Impair []ImpairRule `json:"impair,omitempty"`
 	// Flows reads the flow rules on demand rather than copying them: a
 	// NIC rule's counter is a query to the PMD, which only the exports
 	// that show rules should pay for.
@@ -223,6 +225,7 @@ func (d *Daemon) report(rates bool) Report {
 		}
 	}
 	r.Route = d.routeReport()
+	r.Impair, _ = d.impairRules()
 	return r
 }
 

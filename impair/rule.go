@@ -389,6 +389,13 @@ func Parse(words []string, port func(string) (uint16, error)) (Rule, error) {
 	if r.Action == 0 {
 		return r, fmt.Errorf("no action: %s", Syntax)
 	}
+	// "every 1" and "burst 1" are what no word says: one form for each rule.
+	if r.Every == 1 {
+		r.Every = 0
+	}
+	if r.Burst == 1 {
+		r.Burst = 0
+	}
 	return r, nil
 }
 

@@ -104,7 +104,7 @@ func TestImpairHoldFullAndRuleChange(t *testing.T) {
 		t.Errorf("counters %+v, want %+v", before, want)
 	}
 	rules := run.p.ImpairRules()
-	if err := run.p.SetImpair(rules[1:]); err != nil {
+	if err := run.p.SetImpair(rules[1:], 1); err != nil {
 		t.Fatal(err)
 	}
 	if after, _ := run.p.ImpairStats(); !slices.Equal(after, want[1:]) {

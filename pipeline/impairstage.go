@@ -152,14 +152,14 @@ type impairs struct {
 	mu   sync.Mutex
 	set  *impair.Set
 	hold int
-	seed uint64
 }
 
 // SetImpair installs rules (none: the stage is off) on every worker of a
-// roce-mode pipeline and returns once each has taken them between two
-// polls. A rule whose ID and line are unchanged keeps its counters and
-// its place in its cycles.
-func (p *Pipeline) SetImpair(rules []impair.Rule) error {
+// roce-mode pipeline, with seed for the rules without their own, and
+// returns once each worker has taken them between two polls. A rule whose
+// ID and line are unchanged keeps its counters and its place in its
+// cycles.
+func (p *Pipeline) SetImpair(rules []impair.Rule, seed uint64) error {
 	if p.Spec.Mode != ModeRoCE {
 		return errors.New("impairment needs forwarding mode roce: the rules match on the classifier's fields")
 	}
@@ -168,7 +168,7 @@ func (p *Pipeline) SetImpair(rules []impair.Rule) error {
 	var set *impair.Set
 	if len(rules) > 0 {
 		var err error
-		if set, err = impair.Compile(rules, p.imp.seed, len(p.Workers)); err != nil {
+		if set, err = impair.Compile(rules, seed, len(p.Workers)); err != nil {
 			return err
 		}
 	}
@@ -266,11 +266,10 @@ func (p *Pipeline) initImpair(spec *ImpairSpec) error {
 	if spec.Hold > 0 {
 		p.imp.hold = spec.Hold
 	}
-	p.imp.seed = spec.Seed
 	if len(spec.Rules) == 0 {
 		return nil
 	}
-	if err := p.SetImpair(spec.Rules); err != nil {
+	if err := p.SetImpair(spec.Rules, spec.Seed); err != nil {
 		return fmt.Errorf("impair: %w", err)
 	}
 	return nil

@@ -79,6 +79,8 @@ type collector struct {
 	flowInserted, flowFailures, flowNotApplicable             metric
 
 	routePackets, ecmpPackets, ecmpBytes, ecmpBuckets, fibRoutes, fibGroups, fibBytes, puntPackets, puntTxDropped metric
+
+	impairMatched, impairActed, impairExpired metric
 }
 
 // NewCollector returns a Prometheus collector that calls src once per
@@ -94,9 +96,13 @@ func NewCollector(src Source) prometheus.Collector {
 	return &collector{
 		src: src,
 
+		impairMatched: counter("impair_matched_packets_total", "Packets an impairment rule's match took (eligible for its action).", "rule", "action"),
+		impairActed:   counter("impair_acted_packets_total", "Packets an impairment rule acted on (dropped, held back, changed).", "rule", "action"),
+		impairExpired: gauge("impair_expired", "1 once an impairment rule's count or time ran out.", "rule", "action"),
+
 		info:      gauge("info", "Forwarding mode, always 1.", "mode"),
 		duration:  gauge("forwarding_duration_seconds", "Time since forwarding started (until it stopped)."),
-		queued:    gauge("queued_packets", "Packets the QoS queues hold: received = transmitted + dropped + queued."),
+		queued:    gauge("queued_packets", "Packets the QoS queues hold and impairment rules hold back: received = transmitted + dropped + queued."),
 		generated: counter("pfc_generated_frames_total", "PFC frames roce-fwd built and sent; the ports count them as transmitted too."),
 		drops:     counter("drops_total", "Packets the workers did not forward, by reason.", "reason"),
 
@@ -205,7 +211,8 @@ func (c *collector) metrics() []metric {
 		c.qpSlots, c.qpBytes, c.qpUsed, c.qpFlows, c.qpInserts, c.qpEvictions, c.qpAged, c.qpPackets, c.qpFlowBytes,
 		c.flowPackets, c.flowBytes, c.flowMeter, c.flowRules, c.flowBackend,
 		c.flowInserted, c.flowFailures, c.flowNotApplicable,
-		c.routePackets, c.ecmpPackets, c.ecmpBytes, c.ecmpBuckets, c.fibRoutes, c.fibGroups, c.fibBytes, c.puntPackets, c.puntTxDropped}
+		c.routePackets, c.ecmpPackets, c.ecmpBytes, c.ecmpBuckets, c.fibRoutes, c.fibGroups, c.fibBytes, c.puntPackets, c.puntTxDropped,
+		c.impairMatched, c.impairActed, c.impairExpired}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -246,6 +253,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			emit(c.fibGroups, float64(st.GroupsFree), fam, "free")
 			emit(c.fibGroups, float64(st.GroupsPending), fam, "pending")
 			emit(c.fibBytes, float64(st.Bytes), fam)
+		}
+	}
+	for _, ir := range r.Impair {
+		l := []string{strconv.Itoa(ir.Rule.ID), ir.Rule.Action.String()}
+		u(c.impairMatched, ir.Matched, l...)
+		u(c.impairActed, ir.Acted, l...)
+		if ir.Expired {
+			emit(c.impairExpired, 1, l...)
+		} else {
+			emit(c.impairExpired, 0, l...)
 		}
 	}
 	emit(c.duration, r.DurationS)

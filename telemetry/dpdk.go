@@ -27,6 +27,16 @@ var dpdkCommands = []struct {
 	{"/roce/flows", "roce-fwd flow rules of a port with their hits. Param: port", flowsReply},
 	{"/roce/offload", "roce-fwd flow rule backend and counts per port. Param: port", offloadReply},
 	{"/roce/route", "roce-fwd routed path: packets per route class, FIB sizes, ECMP members' packets and bytes", routeReply},
+	{"/roce/impair", "roce-fwd impairment rules: line, packets matched and acted on, expired", impairReply},
+}
+
+func impairReply(r daemon.Report, _ string) (any, error) {
+	rules := []any{}
+	for _, ir := range r.Impair {
+		rules = append(rules, dict{"id": ir.Rule.ID, "rule": ir.Rule.String(), "action": ir.Rule.Action.String(),
+			"matched": ir.Matched, "acted": ir.Acted, "expired": ir.Expired})
+	}
+	return dict{"rules": rules}, nil
 }
 
 func routeReply(r daemon.Report, _ string) (any, error) {

@@ -1,0 +1,83 @@
+package console
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"roce-fwd/daemon"
+	"roce-fwd/impair"
+)
+
+// Impairment rules, in testpmd's word order (as flow create/destroy/list):
+//
+//	impair add <rule>        impair del <id>|all
+//	impair list              show impair stats
+func impairCommands() []*Command {
+	return []*Command{
+		{Syntax: "impair add <rest>", Section: "impair", Help: "impair add " + impair.Syntax + ": a rule after the others (each packet meets the rules in order; a drop or hold ends it)",
+			Run: func(s *Shell, w []string, j bool) (string, error) {
+				r, err := s.d.AddImpair(w[2:])
+				if err != nil {
+					return "", err
+				}
+				if j {
+					return asJSON(r)
+				}
+				return fmt.Sprintf("impair rule %d added: %s\n", r.ID, r), nil
+			}},
+		{Syntax: "impair del <id>|all", Section: "impair", Help: "remove a rule, or every rule",
+			Run: func(s *Shell, w []string, j bool) (string, error) {
+				if err := s.d.DelImpair(w[2]); err != nil {
+					return "", err
+				}
+				return ok(j, "impair rule "+w[2]+" deleted")
+			}},
+		{Syntax: "impair list", Section: "impair", Help: "the rules, in the order packets meet them",
+			Run: func(s *Shell, _ []string, j bool) (string, error) {
+				rules, _ := s.d.ImpairRules()
+				if j {
+					out := make([]impair.Rule, len(rules))
+					for i, r := range rules {
+						out[i] = r.Rule
+					}
+					return asJSON(out)
+				}
+				if len(rules) == 0 {
+					return "no impairment rules: impair add " + impair.Syntax + "\n", nil
+				}
+				var b strings.Builder
+				for _, r := range rules {
+					fmt.Fprintf(&b, "%d\t%s\n", r.Rule.ID, r.Rule)
+				}
+				return b.String(), nil
+			}},
+		{Syntax: "show impair stats", Section: "impair", Help: "per rule: packets matched and acted on, whether it expired; packets held back",
+			Run: func(s *Shell, _ []string, j bool) (string, error) {
+				rules, held := s.d.ImpairRules()
+				if j {
+					return asJSON(struct {
+						Rules []daemon.ImpairRule `json:"rules"`
+						Held  int                 `json:"held"`
+					}{rules, held})
+				}
+				return impairTable(rules, held), nil
+			}},
+	}
+}
+
+func impairTable(rules []daemon.ImpairRule, held int) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tMATCHED\tACTED\tSTATE\tRULE")
+	for _, r := range rules {
+		state := "active"
+		if r.Expired {
+			state = "expired"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\n", r.Rule.ID, r.Matched, r.Acted, state, r.Rule)
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "packets held back (delay, reorder): %d\n", held)
+	return b.String()
+}

@@ -1,0 +1,154 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"roce-fwd/config"
+	"roce-fwd/impair"
+	"roce-fwd/pipeline"
+)
+
+// impairState is what the daemon keeps of the impairment rules besides
+// the pipeline's copy: the ID the next rule gets and the seed.
+type impairState struct {
+	nextID int
+	seed   uint64
+}
+
+// impairSpec reads [impair] into the pipeline's spec, rules numbered from
+// 1 in the file's order. The ports are the opened ones.
+func (d *Daemon) impairSpec(cfg *config.Config) (*pipeline.ImpairSpec, error) {
+	d.imp.nextID = 1
+	im := cfg.Impair
+	if im == nil {
+		return nil, nil
+	}
+	rules, err := d.parseImpair(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	d.imp.seed = im.Seed
+	return &pipeline.ImpairSpec{Rules: rules, Seed: im.Seed, Hold: im.Hold}, nil
+}
+
+// parseImpair parses cfg's rules. A rule the same as one of running
+// keeps its ID (and so its counters); the others are numbered from
+// d.imp.nextID.
+func (d *Daemon) parseImpair(cfg *config.Config, running []impair.Rule) ([]impair.Rule, error) {
+	var rules []impair.Rule
+	for i, line := range cfg.Impair.Rules {
+		r, err := impair.Parse(strings.Fields(line), d.portID)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: impair.rules[%d]: %w", cfg.File, cfg.Impair.Lines[i], i, err)
+		}
+		if k := slices.IndexFunc(running, func(o impair.Rule) bool { return o.String() == r.String() }); k >= 0 {
+			r.ID = running[k].ID
+			running = slices.Delete(slices.Clone(running), k, k+1) // one running rule per config rule
+		} else {
+			r.ID = d.imp.nextID
+			d.imp.nextID++
+		}
+		rules = append(rules, r)
+	}
+	return rules, nil
+}
+
+// reloadImpair makes cfg's [impair] rules the running ones: a reload
+// replaces the rules, those added from the console too; a rule that stays
+// keeps its counters.
+func (d *Daemon) reloadImpair(cfg *config.Config) error {
+	var rules []impair.Rule
+	var seed uint64
+	if cfg.Impair != nil {
+		var err error
+		if rules, err = d.parseImpair(cfg, d.Pipe.ImpairRules()); err != nil {
+			return err
+		}
+		seed = cfg.Impair.Seed
+	}
+	if err := d.Pipe.SetImpair(rules, seed); err != nil {
+		return err
+	}
+	d.imp.seed = seed
+	return nil
+}
+
+// AddImpair adds the rule in words (impair.Syntax) after the running ones
+// and returns it with its ID.
+func (d *Daemon) AddImpair(words []string) (impair.Rule, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.Pipe == nil {
+		return impair.Rule{}, errors.New("not forwarding")
+	}
+	r, err := impair.Parse(words, d.portID)
+	if err != nil {
+		return r, err
+	}
+	r.ID = max(d.imp.nextID, 1)
+	if err := d.Pipe.SetImpair(append(d.Pipe.ImpairRules(), r), d.imp.seed); err != nil {
+		return r, err
+	}
+	d.imp.nextID = r.ID + 1
+	d.log.Info("impairment rule added", "id", r.ID, "rule", r.String())
+	return r, nil
+}
+
+// DelImpair removes the rule with ID id ("all": every rule).
+func (d *Daemon) DelImpair(id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.Pipe == nil {
+		return errors.New("not forwarding")
+	}
+	rules := d.Pipe.ImpairRules()
+	if id == "all" {
+		rules = nil
+	} else {
+		n, err := strconv.Atoi(id)
+		i := slices.IndexFunc(rules, func(r impair.Rule) bool { return r.ID == n })
+		if err != nil || i < 0 {
+			return fmt.Errorf("impair rule %q: no such rule (impair list shows them)", id)
+		}
+		rules = slices.Delete(rules, i, i+1)
+	}
+	if err := d.Pipe.SetImpair(rules, d.imp.seed); err != nil {
+		return err
+	}
+	d.log.Info("impairment rules deleted", "id", id)
+	return nil
+}
+
+// ImpairRule is a running rule with its counters summed over the workers.
+type ImpairRule struct {
+	Rule impair.Rule `json:"rule"`
+	impair.Counter
+}
+
+// ImpairRules are the running rules and their counters, and the packets
+// the workers hold back.
+func (d *Daemon) ImpairRules() ([]ImpairRule, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.impairRules()
+}
+
+func (d *Daemon) impairRules() ([]ImpairRule, int) {
+	if d.Pipe == nil {
+		return nil, 0
+	}
+	rules := d.Pipe.ImpairRules()
+	counts, held := d.Pipe.ImpairStats()
+	out := make([]ImpairRule, len(rules))
+	for i, r := range rules {
+		out[i] = ImpairRule{Rule: r}
+		if i < len(counts) {
+			out[i].Counter = counts[i]
+		}
+	}
+	return out, held
+}
