@@ -21,4 +21,3 @@ func CheckConfig(cfg *config.Config) error {
 	}
 	return nil
 }
-
