@@ -87,6 +87,8 @@ func TestResolve(t *testing.T) {
 		{"impair del 3", "impair del <id>|all", "impair del 3"},
 		{"imp del all", "impair del <id>|all", "impair del all"},
 		{"impair list", "impair list", "impair list"},
+		{"impair storm start port out pfc 3 for 300ms", "impair storm start <rest>", "impair storm start port out pfc 3 for 300ms"},
+		{"impair storm stop out", "impair storm stop <port>|all", "impair storm stop 1"},
 		{"show impair stats", "show impair stats", "show impair stats"},
 		{"sh imp st", "show impair stats", "show impair stats"},
 	}

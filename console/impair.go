@@ -7,12 +7,15 @@ import (
 
 	"roce-fwd/daemon"
 	"roce-fwd/impair"
+	"roce-fwd/pipeline"
 )
 
-// Impairment rules, in testpmd's word order (as flow create/destroy/list):
+// Impairment rules, in testpmd's word order (as flow create/destroy/list),
+// and PFC storms:
 //
 //	impair add <rule>        impair del <id>|all
 //	impair list              show impair stats
+//	impair storm <storm>     impair storm stop <port>|all
 func impairCommands() []*Command {
 	return []*Command{
 		{Syntax: "impair add <rest>", Section: "impair", Help: "impair add " + impair.Syntax + ": a rule after the others (each packet meets the rules in order; a drop or hold ends it)",
@@ -32,6 +35,21 @@ func impairCommands() []*Command {
 					return "", err
 				}
 				return ok(j, "impair rule "+w[2]+" deleted")
+			}},
+		{Syntax: "impair storm start <rest>", Section: "impair", Help: "impair storm start " + impair.StormSyntax + ": the port sends PFC XOFF (or PAUSE) frames for a while, ahead of its data",
+			Run: func(s *Shell, w []string, j bool) (string, error) {
+				st, err := s.d.StartStorm(w[3:])
+				if err != nil {
+					return "", err
+				}
+				return ok(j, "storm started: "+st.String())
+			}},
+		{Syntax: "impair storm stop <port>|all", Section: "impair", Help: "end a port's storm now",
+			Run: func(s *Shell, w []string, j bool) (string, error) {
+				if err := s.d.StopStorm(w[3]); err != nil {
+					return "", err
+				}
+				return ok(j, "storm stopped")
 			}},
 		{Syntax: "impair list", Section: "impair", Help: "the rules, in the order packets meet them",
 			Run: func(s *Shell, _ []string, j bool) (string, error) {
@@ -55,18 +73,20 @@ func impairCommands() []*Command {
 		{Syntax: "show impair stats", Section: "impair", Help: "per rule: packets matched and acted on, whether it expired; packets held back",
 			Run: func(s *Shell, _ []string, j bool) (string, error) {
 				rules, held := s.d.ImpairRules()
+				storms := s.d.Storms()
 				if j {
 					return asJSON(struct {
-						Rules []daemon.ImpairRule `json:"rules"`
-						Held  int                 `json:"held"`
-					}{rules, held})
+						Rules  []daemon.ImpairRule    `json:"rules"`
+						Held   int                    `json:"held"`
+						Storms []pipeline.StormStatus `json:"storms"`
+					}{rules, held, storms})
 				}
-				return impairTable(rules, held), nil
+				return impairTable(rules, held, storms), nil
 			}},
 	}
 }
 
-func impairTable(rules []daemon.ImpairRule, held int) string {
+func impairTable(rules []daemon.ImpairRule, held int, storms []pipeline.StormStatus) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tMATCHED\tACTED\tSTATE\tRULE")
@@ -79,5 +99,12 @@ func impairTable(rules []daemon.ImpairRule, held int) string {
 	}
 	tw.Flush()
 	fmt.Fprintf(&b, "packets held back (delay, reorder): %d\n", held)
+	for _, st := range storms {
+		state := "ended"
+		if st.Active {
+			state = "active"
+		}
+		fmt.Fprintf(&b, "storm %s: %s, %d frames sent, %d not sent\n", st.Storm, state, st.Sent, st.Failed)
+	}
 	return b.String()
 }

@@ -23,16 +23,67 @@ type impairState struct {
 // 1 in the file's order. The ports are the opened ones.
 func (d *Daemon) impairSpec(cfg *config.Config) (*pipeline.ImpairSpec, error) {
 	d.imp.nextID = 1
+	// Storm frames come from the data pools: a storm sends a frame every
+	// so often, not a burst of them.
+	spec := &pipeline.ImpairSpec{Pools: d.Ports.Pools}
 	im := cfg.Impair
 	if im == nil {
-		return nil, nil
+		return spec, nil
 	}
 	rules, err := d.parseImpair(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
 	d.imp.seed = im.Seed
-	return &pipeline.ImpairSpec{Rules: rules, Seed: im.Seed, Hold: im.Hold}, nil
+	spec.Rules, spec.Seed, spec.Hold = rules, im.Seed, im.Hold
+	return spec, nil
+}
+
+// StartStorm starts the PFC or PAUSE storm in words (impair.StormSyntax).
+func (d *Daemon) StartStorm(words []string) (impair.Storm, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.Pipe == nil {
+		return impair.Storm{}, errors.New("not forwarding")
+	}
+	s, err := impair.ParseStorm(words, d.portID)
+	if err != nil {
+		return s, err
+	}
+	if err := d.Pipe.StartStorm(s); err != nil {
+		return s, err
+	}
+	d.log.Warn("PFC storm started", "storm", s.String())
+	return s, nil
+}
+
+// StopStorm ends the storm of a port ("all": every storm).
+func (d *Daemon) StopStorm(port string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.Pipe == nil {
+		return errors.New("not forwarding")
+	}
+	id := -1
+	if port != "all" {
+		p, err := d.portID(port)
+		if err != nil {
+			return err
+		}
+		id = int(p)
+	}
+	d.log.Info("PFC storm stopped", "port", port)
+	return d.Pipe.StopStorm(id)
+}
+
+// Storms reports the storms started, the ended ones too.
+func (d *Daemon) Storms() []pipeline.StormStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.Pipe == nil {
+		return nil
+	}
+	return d.Pipe.Storms()
 }
 
 // parseImpair parses cfg's rules. A rule the same as one of running

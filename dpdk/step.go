@@ -121,6 +121,10 @@ func NewStep(burst, maxBursts, socket int, rxs, txs []Queue, txRetries int) (*St
 	return s, nil
 }
 
+// IsRing reports whether the queue feeds an rte_ring (an exception
+// path's TAP, transmitted off the workers) rather than a port.
+func (t *TxQueue) IsRing() bool { return t.c.ring != nil }
+
 // Free releases the step's DPDK memory. Packets still queued are freed.
 func (s *Step) Free() {
 	if s.c == nil {

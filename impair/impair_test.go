@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"roce-fwd/roce"
 )
@@ -453,5 +454,33 @@ func TestQPRangesAndRuleLimit(t *testing.T) {
 	rules := make([]Rule, MaxRules+1)
 	if _, err := Compile(rules, 1, 1); err == nil || !strings.Contains(err.Error(), "at most 64") {
 		t.Errorf("%d rules: %v", len(rules), err)
+	}
+}
+
+func TestParseStorm(t *testing.T) {
+	s, err := ParseStorm(strings.Fields("port out pfc 3,4 quanta 1000 every 50us for 300ms"), ports)
+	if err != nil || s != (Storm{Port: 1, Prios: 0x18, Quanta: 1000, Every: 50 * time.Microsecond, For: 300 * time.Millisecond}) {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if again, err := ParseStorm(strings.Fields(s.String()), ports); err != nil || again != s {
+		t.Errorf("%q read back as %+v %v", s, again, err)
+	}
+	s, err = ParseStorm(strings.Fields("port 0 pause for 1s"), ports)
+	if err != nil || !s.Pause || s.Quanta != 0xffff || s.Every != DefaultStormEvery {
+		t.Errorf("pause: %+v %v", s, err)
+	}
+	for line, want := range map[string]string{
+		"pfc 3 for 1s":                 "which port",
+		"port 0 for 1s":                "pfc <priorities> or pause",
+		"port 0 pfc 3":                 "for how long",
+		"port 0 pfc 9 for 1s":          "priorities 0-7",
+		"port 0 pfc 3 pause for 1s":    "not both",
+		"port 0 pfc 3 for 2h":          "up to 1h",
+		"port 0 pfc 3 quanta x for 1s": "0-65535",
+		"port 0 pfc 3 for 1s bogus 1":  `unknown word "bogus"`,
+	} {
+		if _, err := ParseStorm(strings.Fields(line), ports); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", line, err, want)
+		}
 	}
 }

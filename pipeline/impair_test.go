@@ -1,10 +1,12 @@
 package pipeline
 
 import (
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"roce-fwd/impair"
 	"roce-fwd/internal/testenv"
@@ -112,5 +114,78 @@ func TestImpairHoldFullAndRuleChange(t *testing.T) {
 	}
 	if got := run.finish(t); len(got) != 250 {
 		t.Errorf("%d frames out, want 250 (50 held back, then sent at the stop)", len(got))
+	}
+}
+
+// A PFC storm leaves the port it is started on at its pace, with its
+// priorities and quanta, and ends on time; a PAUSE storm stopped early
+// ends at once.
+func TestImpairStorm(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "out.pcap")
+	testenv.WritePcap(t, in, [][]byte{testenv.QoSFrame(t, testenv.QPECT, 1, 64)})
+	cfg, set := openPorts(t, "roce", "net_pcap%d,rx_pcap="+in, "net_pcap%d,tx_pcap="+out)
+	p := newPipeline(t, cfg, set, func(s *Spec) { s.Impair = &ImpairSpec{Pools: set.Pools} })
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			p.Stop()
+			p.Free()
+			stopped = true
+		}
+	}
+	t.Cleanup(stop)
+	onPort := func(id uint16) func(string) (uint16, error) { return func(string) (uint16, error) { return id, nil } }
+	inID, outID := uint16(set.Ports[0].ID), uint16(set.Ports[1].ID)
+	s, _ := impair.ParseStorm(strings.Fields("port 0 pfc 3 for 1s"), onPort(inID))
+	if err := p.StartStorm(s); err == nil || !strings.Contains(err.Error(), "no worker transmits") {
+		t.Errorf("a storm on a port nothing is forwarded to: %v", err)
+	}
+	s, err := impair.ParseStorm(strings.Fields("port 1 pfc 3,5 quanta 1000 every 2ms for 40ms"), onPort(outID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.StartStorm(s); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	pfcStorm := p.Storms()
+	if len(pfcStorm) != 1 || pfcStorm[0].Active || pfcStorm[0].Failed != 0 || pfcStorm[0].Sent < 19 || pfcStorm[0].Sent > 21 {
+		t.Fatalf("PFC storm of 40 ms, a frame every 2 ms: %+v", pfcStorm)
+	}
+	pause, _ := impair.ParseStorm(strings.Fields("port 1 pause every 1ms for 1h"), onPort(outID))
+	if err := p.StartStorm(pause); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := p.StopStorm(-1); err != nil {
+		t.Fatal(err)
+	}
+	pauseStorm := p.Storms()
+	time.Sleep(10 * time.Millisecond)
+	if again := p.Storms(); len(pauseStorm) != 1 || pauseStorm[0].Active || pauseStorm[0].Sent < 20 || again[0].Sent != pauseStorm[0].Sent {
+		t.Fatalf("PAUSE storm stopped after 50 ms: %+v, then %+v", pauseStorm, again)
+	}
+	stop()
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var pfc, pauses int
+	for _, f := range testenv.ReadPcap(t, out) {
+		if en, q, ok := roce.ParsePFC(f); ok {
+			pfc++
+			if en != 0x28 || q[3] != 1000 || q[5] != 1000 || q[0] != 0 {
+				t.Errorf("PFC frame: enable %#x quanta %v", en, q)
+			}
+		}
+		if q, ok := roce.ParsePause(f); ok && q == 0xffff {
+			pauses++
+		}
+	}
+	if uint64(pfc) != pfcStorm[0].Sent || uint64(pauses) != pauseStorm[0].Sent {
+		t.Errorf("%d PFC and %d PAUSE frames out of port 1; the storms say %d and %d", pfc, pauses, pfcStorm[0].Sent, pauseStorm[0].Sent)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"roce-fwd/dpdk"
 	"roce-fwd/impair"
+	"roce-fwd/roce"
 )
 
 // ImpairSpec configures the impair stage (roce mode only).
@@ -14,6 +15,8 @@ type ImpairSpec struct {
 	Rules []impair.Rule
 	Seed  uint64 // for rules without their own seed
 	Hold  int    // packets a worker may hold back (delay, reorder); 0: DefaultImpairHold
+	// Pools are where PFC/PAUSE storm frames come from, per socket.
+	Pools map[int]*dpdk.Mempool
 }
 
 // DefaultImpairHold is how many packets a worker holds back at most: at a
@@ -31,6 +34,10 @@ type impairStage struct {
 	held []heldPkt
 	n    int
 	out  []uint64 // per tx queue: packets the stage let through, for reorder holds
+	// storms are the PFC/PAUSE storms the worker sends; storming counts
+	// the active ones.
+	storms   []storm
+	storming int
 }
 
 // heldPkt is a packet held back by a delay or a reorder rule.
@@ -149,9 +156,10 @@ func (w *Worker) takeImpair(eng *impair.Worker, fresh *impairStage) {
 
 // impairs are the pipeline's impairment rules as installed.
 type impairs struct {
-	mu   sync.Mutex
-	set  *impair.Set
-	hold int
+	mu    sync.Mutex
+	set   *impair.Set
+	hold  int
+	pools map[int]*dpdk.Mempool // per socket: where storm frames are built
 }
 
 // SetImpair installs rules (none: the stage is off) on every worker of a
@@ -178,10 +186,7 @@ func (p *Pipeline) SetImpair(rules []impair.Rule, seed uint64) error {
 		if set != nil {
 			eng = impair.NewWorker(set, i)
 		}
-		var fresh *impairStage
-		if w.imp == nil {
-			fresh = &impairStage{held: make([]heldPkt, p.imp.hold), out: make([]uint64, len(w.step.Txq))}
-		}
+		fresh := p.imp.freshStage(w)
 		errs = append(errs, w.do("impairment rules", func() bool {
 			w.takeImpair(eng, fresh)
 			return true
@@ -266,6 +271,7 @@ func (p *Pipeline) initImpair(spec *ImpairSpec) error {
 	if spec.Hold > 0 {
 		p.imp.hold = spec.Hold
 	}
+	p.imp.pools = spec.Pools
 	if len(spec.Rules) == 0 {
 		return nil
 	}
@@ -273,4 +279,184 @@ func (p *Pipeline) initImpair(spec *ImpairSpec) error {
 		return fmt.Errorf("impair: %w", err)
 	}
 	return nil
+}
+
+// storm is a PFC or PAUSE storm a worker sends out of one of its tx
+// queues, ahead of the data (MAC control frames wait behind nothing).
+type storm struct {
+	spec         impair.Storm
+	tx           int
+	pool         *dpdk.Mempool
+	frame        [roce.MinFrameLen]byte
+	n            int
+	next, until  int64 // ns: the next frame, the storm's end
+	every        int64
+	sent, failed uint64
+	active       bool
+}
+
+// StormStatus is a storm as the control plane sees it.
+type StormStatus struct {
+	Storm  impair.Storm `json:"storm"`
+	Active bool         `json:"active"`
+	Sent   uint64       `json:"sent"`   // frames transmitted
+	Failed uint64       `json:"failed"` // frames not sent: no mbuf, or the tx queue was full
+}
+
+// stormTx sends the frames of the worker's storms that are due.
+func (w *Worker) stormTx() {
+	is := w.imp
+	for i := range is.storms {
+		s := &is.storms[i]
+		if !s.active {
+			continue
+		}
+		if w.now >= s.until {
+			s.active = false
+			is.storming--
+			continue
+		}
+		if w.now < s.next {
+			continue
+		}
+		s.next = max(s.next+s.every, w.now) // a late poll sends one frame, not a burst of them
+		txq := &w.step.Txq[s.tx]
+		m := s.pool.Alloc()
+		if m == nil || txq.Room() == 0 || m.SetData(s.frame[:s.n]) != nil {
+			if m != nil {
+				w.step.Drop(m)
+			}
+			s.failed++
+			continue
+		}
+		txq.Push(m)
+		s.sent++
+	}
+}
+
+// StartStorm has the worker that transmits on the storm's port send it,
+// replacing a storm the port was sending.
+func (p *Pipeline) StartStorm(s impair.Storm) error {
+	ps, ok := p.Spec.Ports[uint16(s.Port)]
+	if !ok {
+		return fmt.Errorf("port %d is not configured", s.Port)
+	}
+	p.imp.mu.Lock()
+	defer p.imp.mu.Unlock()
+	var src roce.MAC
+	copy(src[:], ps.MAC)
+	st := storm{spec: s, every: s.Every.Nanoseconds(), active: true}
+	var err error
+	if s.Pause {
+		st.n, err = roce.BuildPause(st.frame[:], src, s.Quanta)
+	} else {
+		var q [8]uint16
+		for i := range q {
+			if s.Prios&(1<<i) != 0 {
+				q[i] = s.Quanta
+			}
+		}
+		st.n, err = roce.BuildPFC(st.frame[:], src, s.Prios, q)
+	}
+	if err != nil {
+		return err
+	}
+	for _, w := range p.Workers {
+		tx := w.txqOf(uint16(s.Port))
+		if tx < 0 {
+			continue
+		}
+		if st.pool = p.imp.pools[w.Socket]; st.pool == nil {
+			return fmt.Errorf("no mbuf pool on socket %d for the storm's frames", w.Socket)
+		}
+		st.tx = tx
+		fresh := p.imp.freshStage(w)
+		return w.do("PFC storm", func() bool {
+			if w.imp == nil {
+				w.imp = fresh
+			}
+			now := w.clock.ns(w.step.TSC())
+			st.next, st.until = now, now+s.For.Nanoseconds()
+			is := w.imp
+			for i := range is.storms {
+				if is.storms[i].spec.Port == s.Port {
+					if is.storms[i].active {
+						is.storming--
+					}
+					is.storms[i] = st
+					is.storming++
+					return true
+				}
+			}
+			if len(is.storms) < cap(is.storms) { // capacity from freshStage: no allocation here
+				is.storms = append(is.storms, st)
+				is.storming++
+			}
+			return true
+		})
+	}
+	return fmt.Errorf("no worker transmits on port %d: a storm leaves by a port traffic is forwarded to", s.Port)
+}
+
+// StopStorm ends the storm of port (-1: every storm).
+func (p *Pipeline) StopStorm(port int) error {
+	p.imp.mu.Lock()
+	defer p.imp.mu.Unlock()
+	var errs []error
+	for _, w := range p.Workers {
+		errs = append(errs, w.do("PFC storm stop", func() bool {
+			if w.imp == nil {
+				return true
+			}
+			for i := range w.imp.storms {
+				if s := &w.imp.storms[i]; s.active && (port < 0 || s.spec.Port == port) {
+					s.active = false
+					w.imp.storming--
+				}
+			}
+			return true
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+// Storms reports every storm started, the ended ones too.
+func (p *Pipeline) Storms() []StormStatus {
+	p.imp.mu.Lock()
+	defer p.imp.mu.Unlock()
+	var out []StormStatus
+	for _, w := range p.Workers {
+		w.do("PFC storm status", func() bool {
+			if w.imp != nil {
+				for _, s := range w.imp.storms {
+					out = append(out, StormStatus{Storm: s.spec, Active: s.active, Sent: s.sent, Failed: s.failed})
+				}
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// txqOf is the index of the worker's tx queue on port (not an exception
+// path's ring), or -1.
+func (w *Worker) txqOf(port uint16) int {
+	for i := range w.step.Txq {
+		if t := &w.step.Txq[i]; t.Port == port && !t.IsRing() {
+			return i
+		}
+	}
+	return -1
+}
+
+// maxStorms is how many ports of a worker can storm at once.
+const maxStorms = 8
+
+// freshStage is a stage for w to take if it has none yet: made here, on
+// the control plane, so that the worker allocates nothing.
+func (ims *impairs) freshStage(w *Worker) *impairStage {
+	if w.imp != nil {
+		return nil
+	}
+	return &impairStage{held: make([]heldPkt, ims.hold), out: make([]uint64, len(w.step.Txq)), storms: make([]storm, 0, maxStorms)}
 }

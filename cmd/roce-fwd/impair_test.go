@@ -18,7 +18,12 @@ type impairStatsJSON struct {
 		Acted   uint64 `json:"acted"`
 		Expired bool   `json:"expired"`
 	} `json:"rules"`
-	Held int `json:"held"`
+	Held   int `json:"held"`
+	Storms []struct {
+		Active bool   `json:"active"`
+		Sent   uint64 `json:"sent"`
+		Failed uint64 `json:"failed"`
+	} `json:"storms"`
 }
 
 // Impairment on a running daemon: a rule from the config and one added
@@ -50,12 +55,21 @@ rules = ["port in rx class cnp action drop"]
 	if comments != 20 {
 		t.Errorf("%d of 20 dropped packets' verdicts name impair_drop, rule 1 and a CNP", comments)
 	}
+	r.must("impair storm start port out pfc 3 every 1ms for 30ms")
+	r.must("impair storm start port in pause for 1h")
 	time.Sleep(200 * time.Millisecond)
+	r.must("impair storm stop in")
 	r.must("stop")
 	var st impairStatsJSON
 	r.consoleJSON(&st, "show", "impair", "stats")
 	if len(st.Rules) != 2 || st.Held != 0 {
 		t.Fatalf("show impair stats: %+v", st)
+	}
+	// A 30 ms storm, a frame a millisecond (on the worker that sends
+	// out of "out"); a PAUSE storm of an hour, stopped after 200 ms.
+	if len(st.Storms) != 2 || st.Storms[0].Active || st.Storms[0].Sent < 25 || st.Storms[0].Sent > 31 ||
+		st.Storms[1].Active || st.Storms[1].Sent < 100 {
+		t.Errorf("storms %+v", st.Storms)
 	}
 	cnp, ce := st.Rules[0], st.Rules[1]
 	if cnp.Rule.ID != 1 || cnp.Acted == 0 || cnp.Acted != cnp.Matched || ce.Rule.ID != 2 || ce.Matched < 100 || ce.Acted != ce.Matched/10 {
@@ -75,7 +89,8 @@ rules = ["port in rx class cnp action drop"]
 		t.Errorf("rocefwd_impair_acted_packets_total{rule=1} %v (%v), want %d", v, ok, cnp.Acted)
 	}
 	stats := r.must("show impair stats")
-	if !strings.Contains(stats, "port 0 rx class cnp action drop") || !strings.Contains(stats, "packets held back (delay, reorder): 0") {
+	if !strings.Contains(stats, "port 0 rx class cnp action drop") || !strings.Contains(stats, "packets held back (delay, reorder): 0") ||
+		!strings.Contains(stats, "storm port 1 pfc 3 quanta 65535 every 1ms for 30ms: ended") {
 		t.Errorf("show impair stats:\n%s", stats)
 	}
 	r.must("impair del 1")
