@@ -118,7 +118,7 @@ func (w *Worker) Poll() int {
 	w.lastTSC, w.lastBusy = tsc, total > 0
 	// QP ageing, the QoS stage, flow meters, punt limits and held packets
 	// need the time.
-	if w.qs != nil || total > 0 && (w.rs != nil || w.rt != nil || len(w.fs.installed) > 0) || w.imp != nil && (w.imp.n > 0 || w.imp.storming > 0) {
+	if w.qs != nil || total > 0 && (w.rs != nil || w.rt != nil || len(w.fs.installed) > 0) || impairBuilt && w.imp != nil && (w.imp.n > 0 || w.imp.storming > 0) {
 		w.now = w.clock.ns(tsc)
 	}
 	for i := range w.rx {
@@ -131,7 +131,7 @@ func (w *Worker) Poll() int {
 		w.handle(&w.b)
 	}
 	w.c.packets += uint64(total)
-	if is := w.imp; is != nil && (is.n > 0 || is.storming > 0) {
+	if is := w.imp; impairBuilt && is != nil && (is.n > 0 || is.storming > 0) {
 		w.releaseHeld(false) // impairstage.go: delayed and reordered packets
 		w.stormTx()          // and PFC/PAUSE storms
 	}
@@ -191,7 +191,7 @@ func (w *Worker) egress(b *burst) {
 	if out := w.fs.out[b.tx]; out != nil {
 		w.flowPass(b, out) // egress rules see the frames as sent
 	}
-	if w.imp != nil && w.imp.eng != nil && b.classified {
+	if impairBuilt && w.imp != nil && w.imp.eng != nil && b.classified {
 		w.impairPass(b) // impairstage.go: drop, mark, corrupt, hold back
 	}
 	if w.qs != nil {

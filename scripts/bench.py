@@ -74,6 +74,36 @@ def cmd_pcap_info(path):
     print(n, largest, "%.1f" % (total / n))
 
 
+def cmd_impair_rules(path, out):
+    """Writes an [impair] table of 16 rules, a busy drill on QPs of the
+    capture: marks, drops of ACKs and CNPs, a PSN window held back, a rate
+    limit. Each rule names its QP, as a drill does."""
+    qps = []
+    for _, frame in pcap_frames(path):
+        if len(frame) < 14 + 20 + 8 + 12 or frame[12:14] != b"\x08\x00":
+            continue
+        l4 = 14 + (frame[14] & 15) * 4
+        if frame[23] != 17 or struct.unpack(">H", frame[l4 + 2:l4 + 4])[0] != 4791:
+            continue
+        qp = struct.unpack(">I", frame[l4 + 8 + 4:l4 + 8 + 8])[0] & 0xFFFFFF
+        if qp not in qps:
+            qps.append(qp)
+        if len(qps) == 16:
+            break
+    if len(qps) < 16:
+        raise SystemExit("%s: fewer than 16 RoCEv2 QPs over IPv4" % path)
+    rules = ["qp %d every 100 action set_ce" % q for q in qps[:8]]
+    rules += ["qp %d class ack every 50 action drop" % q for q in qps[8:12]]
+    rules += ["qp %d class cnp every 10 action drop" % q for q in qps[12:14]]
+    rules.append("qp %d psn 0-1000000 every 1000 action delay 10us" % qps[14])
+    rules.append("qp %d action rate_limit 100000" % qps[15])
+    with open(out, "w") as f:
+        f.write("[impair]\nseed = 1\nrules = [\n")
+        for r in rules:
+            f.write('  "%s",\n' % r)
+        f.write("]\n")
+
+
 def cmd_hugepage_mbufs(pages):
     # hugepages/estimate.go's model, inverted: need = ((mbufs + lcores x
     # cache) x 2368 B (64 B header + 128 B rte_mbuf + 2176 B data room)
@@ -432,7 +462,7 @@ def cmd_table(results, rows, tsc_hz):
         if not runs:
             return None
         v = statistics.median(x[0] for x in runs.values())
-        if key.startswith("rf:"):
+        if key.startswith(("rf:", "rfx:")):
             cpp = statistics.median(x[1] for x in runs.values())
         else:
             per = [tsc / (x[0] * 1e6) for x in runs.values() if x[0] > 0]
@@ -490,7 +520,7 @@ def main(argv):
         "pcap-info": cmd_pcap_info, "hugepage-mbufs": cmd_hugepage_mbufs,
         "l3fwd-rules": cmd_l3fwd_rules, "routes": cmd_routes, "tsc-hz": cmd_tsc_hz,
         "testpmd": cmd_testpmd, "rocefwd": cmd_rocefwd, "l3fwd": cmd_l3fwd,
-        "ratios": cmd_ratios, "table": cmd_table, "exec": cmd_exec,
+        "ratios": cmd_ratios, "impair-rules": cmd_impair_rules, "table": cmd_table, "exec": cmd_exec,
     }
     if cmd not in fns:
         raise SystemExit(__doc__)

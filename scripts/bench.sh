@@ -23,6 +23,10 @@
 #            prefixes: io + routing vs l3fwd LPM (and FIB), roce + routing
 #            + 2-way ECMP vs l3fwd LPM; both sides load the same routes
 #   route6   the same over IPv6 with 1k and 10k prefixes
+#   impair   control mix of 8192 QPs: roce without impairment rules vs the
+#            same roce-fwd built with -tags noimpair (the stage compiled
+#            out), and roce with 16 impairment rules on QPs of the capture
+#            vs roce without
 #
 # Environment:
 #   BENCH_ONLY       row groups to run, space-separated (default: all)
@@ -64,7 +68,7 @@ out=${BENCH_OUT:-bin/bench.txt}
 peers=${BENCH_PEERS:-/var/tmp/roce-fwd-peers}
 l3fwd=$peers/l3fwd
 pages=${BENCH_HUGEPAGES:-1024}
-all_groups=(demo 8k 64k 8k6 mtu4096 mtu1024 route route6)
+all_groups=(demo 8k 64k 8k6 mtu4096 mtu1024 route route6 impair)
 read -r -a groups <<<"${BENCH_ONLY:-${all_groups[*]}}"
 for g in "${groups[@]}"; do
 	case " ${all_groups[*]} " in
@@ -290,6 +294,7 @@ gen_args() {
 	mtu1024) echo "--qps 1024 --mix mtu1024" ;;
 	route) echo "--qps 8192 --mix control" ;;
 	route6) echo "--qps 8192 --mix control --ipv6" ;;
+	impair) echo "--qps 8192 --mix control" ;;
 	esac
 }
 
@@ -345,6 +350,7 @@ group_runs() {
 	mtu1024) echo "tp:5tswap rf:roce" ;;
 	route) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@100k l3:fib@100k rf:io:route=100k rf:roce:route=100k:ecmp" ;;
 	route6) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@10k l3:fib@10k rf:io:route=10k" ;;
+	impair) echo "rf:roce rfx:roce rf:roce:impair16" ;;
 	esac
 }
 
@@ -376,6 +382,8 @@ route6|control 8k QPs v6, 1k routes|io routed|rf:io:route=1k|l3fwd FIB v6|l3:fib
 route6|control 8k QPs v6, 1k routes|roce routed, 2-way ECMP|rf:roce:route=1k:ecmp|l3fwd LPM v6|l3:lpm@1k|>= 0.90
 route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd LPM v6|l3:lpm@10k|>= 1.00
 route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd FIB v6|l3:fib@10k|reference
+impair|control 8k QPs v4|roce, no impairment rule|rf:roce|same, impair stage compiled out|rfx:roce|>= 0.99
+impair|control 8k QPs v4|roce + 16 impairment rules|rf:roce:impair16|roce, no impairment rule|rf:roce|>= 0.80
 ROWS
 
 src_vdev() { echo "net_pcap0,rx_pcap=${wl_pcap[$1]},infinite_rx=1"; }
@@ -414,6 +422,7 @@ run_rocefwd() {
 	qp=*) extra=$(printf '[roce]\nqp_table = %s' "${opt#qp=}") ;;
 	qos) extra=$(printf '[qos]\npreset = "nvidia-roce"') ;;
 	icrc) extra=$(printf '[roce]\nverify_icrc = true') ;;
+	impair16) extra=$(cat "$work/$g.impair.toml") ;;
 	"") ;;
 	*) die "unknown roce-fwd run option $opt" ;;
 	esac
@@ -491,6 +500,13 @@ measure() {
 	case $k in
 	tp:*) run_testpmd "$g" "${k#tp:}" "$log" ;;
 	rf:*) run_rocefwd "$g" "${k#rf:}" "$log" ;;
+	rfx:*)
+		# The same roce-fwd with the impair stage compiled out.
+		local measured=$bin
+		bin=$work/roce-fwd-noimpair
+		run_rocefwd "$g" "${k#rfx:}" "$log"
+		bin=$measured
+		;;
 	l3:*) run_l3fwd "$g" "${k#l3:}" "$log" ;;
 	esac
 	if [ -z "$rate" ] || [ "$rate" = 0 ]; then die "$g $k printed no rate; see $log"; fi
@@ -503,7 +519,16 @@ measure() {
 
 ready=()
 for g in "${groups[@]}"; do
-	if make_workload "$g"; then ready+=("$g"); fi
+	if ! make_workload "$g"; then continue; fi
+	if [ "$g" = impair ]; then
+		# The impair rows need the rules' QPs and a second build.
+		if ! "${py[@]}" impair-rules "${wl_pcap[$g]}" "$work/$g.impair.toml" ||
+			! (cd "$here/.." && ${GO:-go} build -tags noimpair -o "$work/roce-fwd-noimpair" ./cmd/roce-fwd) >"$work/build-noimpair.log" 2>&1; then
+			loud "NOTE: the impair rows are skipped: $(head -n 3 "$work/build-noimpair.log" 2>/dev/null)"
+			continue
+		fi
+	fi
+	ready+=("$g")
 done
 if [ "${#ready[@]}" = 0 ]; then die "no workload could be generated"; fi
 : >"$work/results"
