@@ -146,6 +146,8 @@ func commands() []*Command {
 			Run: (*Shell).showQoS},
 		{Syntax: "show pfc [<port>]", Section: "qos", Help: "per priority: PFC frames received and sent, paused time; watchdog state; who does PFC",
 			Run: (*Shell).showPFC},
+		{Syntax: "show pfc history [<port>|all]", Section: "qos", Help: "the link partner's last pauses: priority, start, duration, XOFF frames, ended by XON or run out",
+			Run: (*Shell).showPFCHistory},
 		{Syntax: "set qos ecn <port> <tc> min <size> max <size> prob <p>", Section: "qos", Help: "set a TC's WRED-ECN profile (sizes like 150KB, 1.5MB)",
 			Run: (*Shell).setQoSECN},
 		{Syntax: "set qos dscp <dscp> tc <tc>", Section: "qos", Help: "map a DSCP value to a traffic class",

@@ -56,6 +56,8 @@ func TestResolve(t *testing.T) {
 		{"show qos", "show qos [<port>]", "show qos"},
 		{"show qos 1", "show qos [<port>]", "show qos 1"},
 		{"show pfc in", "show pfc [<port>]", "show pfc 0"},
+		{"show pfc history", "show pfc history [<port>|all]", "show pfc history"},
+		{"sh pfc hi out", "show pfc history [<port>|all]", "show pfc history 1"},
 		{"set qos ecn out 3 min 150KB max 1.5MB prob 0.1", "set qos ecn <port> <tc> min <size> max <size> prob <p>", "set qos ecn 1 3 min 150KB max 1.5MB prob 0.1"},
 		{"set qos dscp 26 tc 3", "set qos dscp <dscp> tc <tc>", "set qos dscp 26 tc 3"},
 		{"set pfc watchdog 0 3 off", "set pfc watchdog <port> <tc> on|off", "set pfc watchdog 0 3 off"},

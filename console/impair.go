@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"roce-fwd/daemon"
 	"roce-fwd/impair"
@@ -107,4 +108,40 @@ func impairTable(rules []daemon.ImpairRule, held int, storms []pipeline.StormSta
 		fmt.Fprintf(&b, "storm %s: %s, %d frames sent, %d not sent\n", st.Storm, state, st.Sent, st.Failed)
 	}
 	return b.String()
+}
+
+func (s *Shell) showPFCHistory(w []string, j bool) (string, error) {
+	var ports []int
+	if len(w) > 3 {
+		ports = portIDs(w[3])
+	}
+	hist, err := s.d.PFCHistory(ports)
+	if err != nil {
+		return "", err
+	}
+	if j {
+		return asJSON(hist)
+	}
+	var b strings.Builder
+	for _, h := range hist {
+		fmt.Fprintf(&b, "port %s: %d pauses\n", h.Port, len(h.Pauses))
+		if len(h.Pauses) == 0 {
+			continue
+		}
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  PRIO\tFROM\tDURATION\tXOFF FRAMES\tENDED")
+		for _, e := range h.Pauses {
+			ended := "quanta ran out"
+			switch {
+			case e.Open:
+				ended = "ongoing"
+			case e.XON:
+				ended = "XON"
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\n", e.Prio, time.Unix(0, e.From).Format("15:04:05.000000"),
+				time.Duration(e.To-e.From), e.Frames, ended)
+		}
+		tw.Flush()
+	}
+	return b.String(), nil
 }

@@ -10,6 +10,7 @@ import (
 	"roce-fwd/config"
 	"roce-fwd/impair"
 	"roce-fwd/pipeline"
+	"roce-fwd/qos"
 )
 
 // impairState is what the daemon keeps of the impairment rules besides
@@ -202,4 +203,28 @@ func (d *Daemon) impairRules() ([]ImpairRule, int) {
 		}
 	}
 	return out, held
+}
+
+// PortPauses is a port's pause history.
+type PortPauses struct {
+	Port   string             `json:"port"`
+	Pauses []qos.PauseEpisode `json:"pauses"`
+}
+
+// PFCHistory is the pause history of the ports the QoS stage watches
+// (ports nil: all), by port name.
+func (d *Daemon) PFCHistory(ports []int) ([]PortPauses, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.Pipe == nil || d.Pipe.Spec.QoS == nil {
+		return nil, errors.New("PFC is off: egress QoS with a lossless TC turns it on")
+	}
+	var out []PortPauses
+	for _, p := range d.Ports.Ports {
+		if ports != nil && !slices.Contains(ports, int(p.ID)) {
+			continue
+		}
+		out = append(out, PortPauses{Port: p.Name, Pauses: d.Pipe.PFCHistory(uint16(p.ID))})
+	}
+	return out, nil
 }

@@ -178,7 +178,19 @@ func TestQoSInjectedPFCPausesTC(t *testing.T) {
 	drops := p.Drops()
 	_, pfcStats := p.QoS()
 	portID := uint16(run.set.Ports[0].ID)
+	time.Sleep(time.Duration(qos.PauseNanos(0xFFFF, 10e9))) // the pause runs out
+	hist := p.PFCHistory(portID)
+	_, ended := p.QoS()
 	got := run.finish(t)
+	// The pause is in the history, run out (no XON came), and counted in
+	// the duration histogram once it ended.
+	pause := qos.PauseNanos(0xFFFF, 10e9)
+	if len(hist) != 1 || hist[0].Prio != 3 || hist[0].Frames != 1 || hist[0].XON || hist[0].Open || hist[0].To-hist[0].From != pause {
+		t.Errorf("PFC history %+v, want one pause of priority 3 for %d ns, run out", hist, pause)
+	}
+	if e := ended[portID]; e == nil || e.Pauses[3][4] != 1 || e.PauseNs[3] != pause { // 3.4 ms: up to 10 ms
+		t.Errorf("pause durations %+v", e)
+	}
 	if drops["mac_control"] != 1 {
 		t.Errorf("mac_control drops %d, want the 1 PFC frame (drops %v)", drops["mac_control"], drops)
 	}

@@ -48,6 +48,7 @@ func (qs *qosStage) publish(now int64) {
 		in := &qs.in[j]
 		p := &qs.pubIn[j]
 		p.port = in.port
+		in.rx.Settle(now)
 		p.rx = in.rx.Stats()
 		for prio := range uint8(qos.NumTC) {
 			p.paused[prio] = in.rx.PausedNanos(prio, now)
@@ -85,17 +86,21 @@ type QoSDrops struct {
 // PortPFC is a port's flow control: what its link partner sent it, what
 // roce-fwd sent the partner, and the watchdog of its egress queues.
 type PortPFC struct {
-	Mode     string              `json:"mode"`
-	RxFrames [qos.NumTC]uint64   `json:"rx_frames"` // PFC frames naming each priority
-	RxXOFF   [qos.NumTC]uint64   `json:"rx_xoff"`
-	RxXON    [qos.NumTC]uint64   `json:"rx_xon"`
-	RxPause  uint64              `json:"rx_pause"` // 802.3x PAUSE frames
-	PausedNs [qos.NumTC]int64    `json:"paused_ns"`
-	TxXOFF   [qos.NumTC]uint64   `json:"tx_xoff"`
-	TxXON    [qos.NumTC]uint64   `json:"tx_xon"`
-	TxFrames uint64              `json:"tx_frames"`
-	TxFailed uint64              `json:"tx_failed"` // frames that found no mbuf or tx room
-	Watchdog [qos.NumTC]Watchdog `json:"watchdog"`
+	Mode     string            `json:"mode"`
+	RxFrames [qos.NumTC]uint64 `json:"rx_frames"` // PFC frames naming each priority
+	RxXOFF   [qos.NumTC]uint64 `json:"rx_xoff"`
+	RxXON    [qos.NumTC]uint64 `json:"rx_xon"`
+	RxPause  uint64            `json:"rx_pause"` // 802.3x PAUSE frames
+	PausedNs [qos.NumTC]int64  `json:"paused_ns"`
+	// Pauses counts ended pauses per priority by duration (upper bounds
+	// qos.PauseBuckets, then longer); PauseNs is their total time.
+	Pauses   [qos.NumTC][len(qos.PauseBuckets) + 1]uint64 `json:"pause_durations"`
+	PauseNs  [qos.NumTC]int64                             `json:"pause_ns_ended"`
+	TxXOFF   [qos.NumTC]uint64                            `json:"tx_xoff"`
+	TxXON    [qos.NumTC]uint64                            `json:"tx_xon"`
+	TxFrames uint64                                       `json:"tx_frames"`
+	TxFailed uint64                                       `json:"tx_failed"` // frames that found no mbuf or tx room
+	Watchdog [qos.NumTC]Watchdog                          `json:"watchdog"`
 }
 
 // Watchdog is one TC's PFC watchdog.
@@ -168,6 +173,10 @@ func (p *Pipeline) QoS() (map[uint16][]TCQoS, map[uint16]*PortPFC) {
 				pp.RxFrames[i] += s.rx.Frames[i]
 				pp.RxXOFF[i] += s.rx.XOFF[i]
 				pp.RxXON[i] += s.rx.XON[i]
+				for b, n := range s.rx.Pauses[i] {
+					pp.Pauses[i][b] += n
+				}
+				pp.PauseNs[i] += s.rx.PauseNs[i]
 				pp.PausedNs[i] = max(pp.PausedNs[i], s.paused[i])
 				pp.TxXOFF[i] += s.tx.XOFF[i]
 				pp.TxXON[i] += s.tx.XON[i]
@@ -222,4 +231,29 @@ func (w *Worker) qosStats() ([]egressStats, []ingressStats) {
 	})
 	sort.Slice(eg, func(i, j int) bool { return eg[i].port < eg[j].port })
 	return eg, in
+}
+
+// PFCHistory is port's last pauses per priority as its link partner
+// imposed them (up to 256 ended ones per worker that receives from the
+// port, and the ones still open), oldest first.
+func (p *Pipeline) PFCHistory(port uint16) []qos.PauseEpisode {
+	var out []qos.PauseEpisode
+	for _, w := range p.Workers {
+		if w.qs == nil {
+			continue
+		}
+		for j := range w.qs.in {
+			if w.qs.in[j].port != port {
+				continue
+			}
+			buf := make([]qos.PauseEpisode, 0, qos.HistoryCap) // sized here: the job allocates nothing
+			w.do("PFC history", func() bool {
+				buf = w.qs.in[j].rx.History(w.clockNow(), buf)
+				return true
+			})
+			out = append(out, buf...)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].From < out[j].From })
+	return out
 }

@@ -31,13 +31,36 @@ func PauseNanos(quanta uint16, speed uint64) int64 {
 // MAP_PFC_PRIORITY_TO_QUEUE and the mlx5 default do.
 var IdentityPrioToTC = [NumTC]uint8{0, 1, 2, 3, 4, 5, 6, 7}
 
-// PFCRxStats count received flow-control frames.
+// PFCRxStats count received flow-control frames and the pauses they made.
 type PFCRxStats struct {
 	Frames [NumTC]uint64 // PFC frames with the priority's class-enable bit set
 	XOFF   [NumTC]uint64 // of those, quanta > 0
 	XON    [NumTC]uint64 // of those, quanta 0
 	Pause  uint64        // 802.3x PAUSE frames (they pause every priority)
+	// Pauses counts each priority's ended pauses by duration: bucket i
+	// holds those up to PauseBuckets[i] (the last, longer ones); PauseNs
+	// is their total time.
+	Pauses  [NumTC][len(PauseBuckets) + 1]uint64
+	PauseNs [NumTC]int64
 }
+
+// PauseBuckets are the upper bounds, in ns, of the pause-duration
+// histogram: a decade each from 1 µs to 1 s.
+var PauseBuckets = [...]int64{1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
+
+// PauseEpisode is one pause of a priority: from the XOFF that began it to
+// the XON that ended it, or to when its last XOFF's quanta ran out.
+type PauseEpisode struct {
+	Prio   uint8 `json:"priority"`
+	From   int64 `json:"from_ns"` // unix ns
+	To     int64 `json:"to_ns"`   // the end, or now while it lasts
+	Frames int   `json:"xoff_frames"`
+	XON    bool  `json:"ended_by_xon"`
+	Open   bool  `json:"ongoing"`
+}
+
+// historyLen is how many ended pauses a PFCRx remembers.
+const historyLen = 256
 
 // PFCRx tracks the pause state a port's link partner imposes on it with
 // 802.1Qbb PFC and 802.3x PAUSE frames. A new frame restarts a priority's
@@ -55,6 +78,9 @@ type PFCRx struct {
 	seen      uint8        // priorities that ever received a frame
 	tcSeen    uint8
 	st        PFCRxStats
+	frames    [NumTC]int // XOFF frames of the open pause
+	hist      [historyLen]PauseEpisode
+	histN     uint64 // pauses ever recorded; the last historyLen are in hist
 }
 
 var errSpeed = errors.New("qos: port speed must be set (bits per second) for PFC timing")
@@ -156,13 +182,11 @@ func (r *PFCRx) setUntil(now int64, p int, until int64) {
 	r.seen |= bit
 	if r.open&bit != 0 && r.until[p] <= now {
 		// The previous pause ran out on its own.
-		r.pausedNs[p] += r.until[p] - r.from[p]
-		r.open &^= bit
+		r.end(p, r.until[p], false)
 	}
 	if until <= now {
 		if r.open&bit != 0 {
-			r.pausedNs[p] += now - r.from[p]
-			r.open &^= bit
+			r.end(p, now, true)
 		}
 		r.until[p] = now
 		return
@@ -170,9 +194,59 @@ func (r *PFCRx) setUntil(now int64, p int, until int64) {
 	if r.open&bit == 0 {
 		r.from[p] = now
 		r.open |= bit
+		r.frames[p] = 0
 	}
+	r.frames[p]++
 	r.until[p] = until
 }
+
+// end closes priority p's open pause at to: counted, and remembered.
+func (r *PFCRx) end(p int, to int64, xon bool) {
+	d := to - r.from[p]
+	r.pausedNs[p] += d
+	r.open &^= 1 << p
+	b := 0
+	for b < len(PauseBuckets) && d > PauseBuckets[b] {
+		b++
+	}
+	r.st.Pauses[p][b]++
+	r.st.PauseNs[p] += d
+	r.hist[r.histN%historyLen] = PauseEpisode{Prio: uint8(p), From: r.from[p], To: to, Frames: r.frames[p], XON: xon}
+	r.histN++
+}
+
+// Settle ends, at their end, the pauses that ran out before now with no
+// frame since: they are counted and remembered without waiting for the
+// priority's next frame.
+func (r *PFCRx) Settle(now int64) {
+	for m := r.open; m != 0; m &= m - 1 {
+		if p := bits.TrailingZeros8(m); r.until[p] <= now {
+			r.end(p, r.until[p], false)
+		}
+	}
+}
+
+// History appends to out the last ended pauses (up to 256), oldest first,
+// then the pauses still open at now (ongoing, or run out since the last
+// frame: ended, though not yet counted).
+func (r *PFCRx) History(now int64, out []PauseEpisode) []PauseEpisode {
+	first := uint64(0)
+	if r.histN > historyLen {
+		first = r.histN - historyLen
+	}
+	for i := first; i < r.histN; i++ {
+		out = append(out, r.hist[i%historyLen])
+	}
+	for m := r.open; m != 0; m &= m - 1 {
+		p := bits.TrailingZeros8(m)
+		e := PauseEpisode{Prio: uint8(p), From: r.from[p], To: min(now, r.until[p]), Frames: r.frames[p], Open: r.until[p] > now}
+		out = append(out, e)
+	}
+	return out
+}
+
+// HistoryCap is the room History needs in out.
+const HistoryCap = historyLen + NumTC
 
 // retally recomputes the per-TC view; frames are rare, so 8 steps each
 // keep Paused, the per-packet query, to one comparison.

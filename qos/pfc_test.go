@@ -1,6 +1,7 @@
 package qos
 
 import (
+	"reflect"
 	"testing"
 
 	"roce-fwd/roce"
@@ -308,5 +309,60 @@ func TestPFCRxMirror(t *testing.T) {
 	}
 	if dst.Stats().Frames != [8]uint64{} {
 		t.Error("mirror counted frames it did not receive")
+	}
+}
+
+// Each pause is remembered from its first XOFF to the XON that ended it
+// or to when its quanta ran out, with the XOFF frames that kept it going,
+// and counted by duration.
+func TestPFCRxHistory(t *testing.T) {
+	const us = int64(1000)
+	r, err := NewPFCRx(100e9, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q [NumTC]uint16
+	q[3] = 0xffff
+	r.ReceivePFC(0, 1<<3, &q)
+	r.ReceivePFC(100*us, 1<<3, &q)
+	q[3] = 0
+	r.ReceivePFC(200*us, 1<<3, &q) // XON
+	q[4] = 1000                    // 5.12 µs at 100 Gbit/s
+	r.ReceivePFC(1000*us, 1<<4, &q)
+	r.ReceivePFC(2000*us, 1<<4, &q) // the first ran out long before
+	got := r.History(2000*us+1, nil)
+	want := []PauseEpisode{
+		{Prio: 3, From: 0, To: 200 * us, Frames: 2, XON: true},
+		{Prio: 4, From: 1000 * us, To: 1000*us + 5120, Frames: 1},
+		{Prio: 4, From: 2000 * us, To: 2000*us + 1, Frames: 1, Open: true},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("history\n got %+v\nwant %+v", got, want)
+	}
+	st := r.Stats()
+	if st.Pauses[3][3] != 1 || st.Pauses[4][1] != 1 || st.PauseNs[3] != 200*us || st.PauseNs[4] != 5120 {
+		t.Errorf("histograms %v %v, totals %v", st.Pauses[3], st.Pauses[4], st.PauseNs)
+	}
+	// The history keeps the last 256 pauses, in order; priority 4's last
+	// pause ran out before now, though no frame has closed it yet.
+	for i := range 300 {
+		at := 10_000*us + int64(i)*10*us
+		q[5] = 0xffff
+		r.ReceivePFC(at, 1<<5, &q)
+		q[5] = 0
+		r.ReceivePFC(at+us, 1<<5, &q)
+	}
+	got = r.History(20_000*us, got[:0])
+	if len(got) != 256+1 || got[0].From != 10_000*us+44*10*us || got[255].From != 10_000*us+299*10*us ||
+		got[256].Prio != 4 || got[256].Open || got[256].To != 2000*us+5120 {
+		t.Errorf("%d pauses, first from %d, last closed from %d", len(got), got[0].From, got[255].From)
+	}
+	// Settled, the run-out pause is counted and remembered as ended.
+	r.Settle(20_000 * us)
+	if st := r.Stats(); st.Pauses[4][1] != 2 || st.PauseNs[4] != 2*5120 {
+		t.Errorf("after Settle: priority 4 pauses %v, %d ns", st.Pauses[4], st.PauseNs[4])
+	}
+	if h := r.History(20_000*us, nil); len(h) != 256 || h[255].Prio != 4 || h[255].Open {
+		t.Errorf("after Settle: %d pauses, the last %+v", len(h), h[len(h)-1])
 	}
 }

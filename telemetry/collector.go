@@ -81,6 +81,8 @@ type collector struct {
 	routePackets, ecmpPackets, ecmpBytes, ecmpBuckets, fibRoutes, fibGroups, fibBytes, puntPackets, puntTxDropped metric
 
 	impairMatched, impairActed, impairExpired metric
+
+	pauseDurations *prometheus.Desc // a histogram
 }
 
 // NewCollector returns a Prometheus collector that calls src once per
@@ -96,6 +98,8 @@ func NewCollector(src Source) prometheus.Collector {
 	return &collector{
 		src: src,
 
+		pauseDurations: prometheus.NewDesc(ns+"_pfc_pause_duration_seconds",
+			"How long the link partner's pauses of a priority lasted, from the first XOFF to the XON or the quanta's end (ended pauses).", prio, nil),
 		impairMatched: counter("impair_matched_packets_total", "Packets an impairment rule's match took (eligible for its action).", "rule", "action"),
 		impairActed:   counter("impair_acted_packets_total", "Packets an impairment rule acted on (dropped, held back, changed).", "rule", "action"),
 		impairExpired: gauge("impair_expired", "1 once an impairment rule's count or time ran out.", "rule", "action"),
@@ -219,6 +223,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.metrics() {
 		ch <- m.desc
 	}
+	ch <- c.pauseDurations
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -341,6 +346,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			u(c.wdRestored, wd.StormsRestored, l...)
 			u(c.wdDropped, wd.Dropped, l...)
 			emit(c.wdInStorm, boolf(wd.InStorm), l...)
+			buckets := map[float64]uint64{}
+			var n uint64
+			for b, bound := range qos.PauseBuckets {
+				n += p.Pauses[i][b]
+				buckets[seconds(bound)] = n
+			}
+			n += p.Pauses[i][len(qos.PauseBuckets)]
+			ch <- prometheus.MustNewConstHistogram(c.pauseDurations, n, seconds(p.PauseNs[i]), buckets, l...)
 		}
 		u(c.pfcRxPause, p.RxPause, port)
 		u(c.pfcTxFrames, p.TxFrames, port)

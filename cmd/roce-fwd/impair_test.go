@@ -93,6 +93,10 @@ rules = ["port in rx class cnp action drop"]
 		!strings.Contains(stats, "storm port 1 pfc 3 quanta 65535 every 1ms for 30ms: ended") {
 		t.Errorf("show impair stats:\n%s", stats)
 	}
+	// The demo traffic carries no pause frames: the history is empty.
+	if h := r.must("show pfc history all"); !strings.Contains(h, "port in: 0 pauses") || !strings.Contains(h, "port out: 0 pauses") {
+		t.Errorf("show pfc history:\n%s", h)
+	}
 	r.must("impair del 1")
 	if list := r.must("impair list"); strings.Contains(list, "cnp") || !strings.HasPrefix(list, "2\t") {
 		t.Errorf("impair list after del 1:\n%s", list)
