@@ -27,9 +27,10 @@ type Report struct {
 	Drops     map[string]uint64 `json:"drops"`
 	// "roce" mode only.
 	// Queued is what the QoS queues and the impairment rules hold (0
-	// after a clean stop): packets received = transmitted + drops + queued. Generated is the PFC
-	// frames roce-fwd built and sent, which the ports count as
-	// transmitted too.
+	// after a clean stop): packets received + generated = transmitted +
+	// drops + queued. Generated is the frames roce-fwd built and sent
+	// itself (PFC, an impairment's storms and duplicates), which the
+	// ports count as transmitted too.
 	Queued    uint64                       `json:"queued"`
 	Generated uint64                       `json:"generated"`
 	QoS       map[string][]pipeline.TCQoS  `json:"qos,omitempty"`
@@ -194,9 +195,8 @@ func (d *Daemon) report(rates bool) Report {
 		}
 		r.Lcores = append(r.Lcores, lr)
 	}
-	r.Queued = d.Pipe.Queued()
+	r.Queued, r.Generated = d.Pipe.Queued(), d.Pipe.Generated()
 	if d.Pipe.Spec.QoS != nil {
-		r.Generated = d.Pipe.Generated()
 		tcs, pfc := d.Pipe.QoS()
 		r.QoS, r.PFC = map[string][]pipeline.TCQoS{}, map[string]*pipeline.PortPFC{}
 		for id, t := range tcs {

@@ -49,6 +49,26 @@ func (m *Mempool) Free() {
 // path receives mbufs from the PMD). Nil when the pool is empty.
 func (m *Mempool) Alloc() *Mbuf { return (*Mbuf)(unsafe.Pointer(C.rf_mbuf_alloc(m.p))) }
 
+// AllocBulk fills ms with mbufs from the pool in one call, all or none
+// (false: the pool has fewer). ms must be DPDK memory (MbufArray), which
+// C may write: the data path passes no Go-heap array to C.
+func (m *Mempool) AllocBulk(ms []*Mbuf) bool {
+	if len(ms) == 0 {
+		return true
+	}
+	return C.rf_mbuf_alloc_bulk(m.p, (**C.struct_rte_mbuf)(unsafe.Pointer(&ms[0])), C.unsigned(len(ms))) == 0
+}
+
+// MbufArray is an array of n mbuf pointers in DPDK memory on socket, for
+// AllocBulk; FreeMem(unsafe.Pointer(&a[0])) releases it.
+func MbufArray(n, socket int) ([]*Mbuf, error) {
+	p, err := Zmalloc("an mbuf array", uintptr(n)*unsafe.Sizeof((*Mbuf)(nil)), socket)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((**Mbuf)(p), n), nil
+}
+
 // SetData sets the packet to a copy of b in a single segment. It fails when
 // b does not fit in the buffer after the headroom.
 func (mb *Mbuf) SetData(b []byte) error {

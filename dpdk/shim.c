@@ -165,3 +165,4 @@ int rf_tx_queue_setup(uint16_t port, uint16_t q, uint16_t nb_desc, int socket)
 
 void rf_mbuf_free_bulk(struct rte_mbuf **pkts, unsigned n) { rte_pktmbuf_free_bulk(pkts, n); }
 struct rte_mbuf *rf_mbuf_alloc(struct rte_mempool *mp) { return rte_pktmbuf_alloc(mp); }
+int rf_mbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **pkts, unsigned n) { return rte_pktmbuf_alloc_bulk(mp, pkts, n); }

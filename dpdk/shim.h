@@ -115,5 +115,6 @@ int rf_tx_queue_setup(uint16_t port, uint16_t q, uint16_t nb_desc, int socket);
 /* Mempool. */
 void rf_mbuf_free_bulk(struct rte_mbuf **pkts, unsigned n);
 struct rte_mbuf *rf_mbuf_alloc(struct rte_mempool *mp);
+int rf_mbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **pkts, unsigned n);
 
 #endif

@@ -172,6 +172,7 @@ func (s *Set) Len() int { return len(s.rules) }
 type state struct {
 	matched uint64 // packets the rule's match took (eligible for its action)
 	acted   uint64 // packets it acted on
+	failed  uint64 // of those, actions the pipeline could not carry out
 	n       uint64 // matches to go until Every selects one
 	left    uint64 // actions left in the current burst
 	rng     uint64
@@ -184,6 +185,7 @@ type state struct {
 type Counter struct {
 	Matched uint64 `json:"matched"`
 	Acted   uint64 `json:"acted"`
+	Failed  uint64 `json:"failed,omitempty"` // duplicates not made: no mbuf, or no room to hold them
 	Expired bool   `json:"expired"`
 }
 
@@ -246,20 +248,25 @@ func (w *Worker) find(c *compiled) int {
 	return -1
 }
 
+// Failed counts an action of rule i (the Verdict's Rule less one) that
+// the caller could not carry out.
+func (w *Worker) Failed(i int32) { w.st[i].failed++ }
+
 // Set is the rule set the worker applies.
 func (w *Worker) Set() *Set { return w.set }
 
 // Counters copies the worker's counters into out (len Set().Len()).
 func (w *Worker) Counters(out []Counter) {
 	for i := range w.st {
-		out[i] = Counter{Matched: w.st[i].matched, Acted: w.st[i].acted, Expired: w.live&(1<<i) == 0}
+		out[i] = Counter{Matched: w.st[i].matched, Acted: w.st[i].acted, Failed: w.st[i].failed, Expired: w.live&(1<<i) == 0}
 	}
 }
 
 // Verdict is what the rules decided for a packet.
 type Verdict struct {
 	// Act is ActDrop or ActRateLimit (drop it), ActDelay or ActReorder
-	// (hold it), or 0: forward it, perhaps changed by the rules in Acted.
+	// (hold it), ActDuplicate (forward it and a copy), or 0: forward it,
+	// perhaps changed by the rule in Rule.
 	Act Action
 	// Rule is the index plus one of the rule that decided Act, or of the
 	// last rule that changed the packet; 0: none acted.
@@ -347,7 +354,7 @@ func (w *Worker) act(i int32, frame []byte, r *roce.Result, now int64) (Verdict,
 	}
 	v := Verdict{Rule: i + 1}
 	switch c.Action {
-	case ActDrop, ActRateLimit:
+	case ActDrop, ActRateLimit, ActDuplicate:
 		v.Act = c.Action
 	case ActDelay:
 		d := c.delay

@@ -106,7 +106,7 @@ func TestParseRoundTrip(t *testing.T) {
 		"class read_request action reorder 3",
 		"qp 0x5 action rate_limit 1000",
 		"tc 3 action set_ce",
-		"action clear_ecn", "action corrupt_icrc", "class send action corrupt_payload",
+		"action clear_ecn", "action corrupt_icrc", "class send action corrupt_payload", "qp 0x7 psn 10 action duplicate",
 	} {
 		r := parse(t, line)
 		if got := r.String(); got != line {

@@ -3,7 +3,7 @@
 // addresses, traffic class, destination QP, opcode class, PSN; every Nth
 // one or with a seeded probability) and do something to them (drop, mark
 // CE, clear ECN, corrupt the ICRC or a payload byte, delay, reorder,
-// rate-limit). It turns the forwarder that sits in a RoCE path into the
+// rate-limit, duplicate). It turns the forwarder that sits in a RoCE path into the
 // impairment box hardware RoCE otherwise needs: netem cannot touch
 // traffic a NIC's RDMA engine sends.
 //
@@ -110,10 +110,11 @@ const (
 	ActDelay                            // hold back for a time (plus jitter)
 	ActReorder                          // hold back until Depth later packets to the same port went by
 	ActRateLimit                        // drop what exceeds Rate packets per second (impair_rate)
+	ActDuplicate                        // send it, and a copy of it after its burst
 	numActions
 )
 
-var actionNames = [numActions]string{"", "drop", "set_ce", "clear_ecn", "corrupt_icrc", "corrupt_payload", "delay", "reorder", "rate_limit"}
+var actionNames = [numActions]string{"", "drop", "set_ce", "clear_ecn", "corrupt_icrc", "corrupt_payload", "delay", "reorder", "rate_limit", "duplicate"}
 
 func (a Action) String() string {
 	if a < numActions && a != 0 {
@@ -229,7 +230,11 @@ func (r Rule) String() string {
 		w("class %s", r.Classes)
 	}
 	if r.PSN != nil {
-		w("psn %d-%d", r.PSN.Lo, r.PSN.Hi)
+		if r.PSN.Lo == r.PSN.Hi {
+			w("psn %d", r.PSN.Lo)
+		} else {
+			w("psn %d-%d", r.PSN.Lo, r.PSN.Hi)
+		}
 	}
 	if r.Every > 1 {
 		w("every %d", r.Every)
@@ -267,7 +272,7 @@ func (r Rule) String() string {
 // Syntax is the rule grammar, for help texts.
 const Syntax = "[port <port>] [rx|tx] [src <prefix>] [dst <prefix>] [tc <n>] [qp <n>[-<m>]] " +
 	"[class <c>[,<c>...]] [psn <n>[-<m>]] [every <n>] [probability <p>] " +
-	"action drop|set_ce|clear_ecn|corrupt_icrc|corrupt_payload|delay <d> [jitter <d>]|reorder <k>|rate_limit <pps> " +
+	"action drop|set_ce|clear_ecn|corrupt_icrc|corrupt_payload|delay <d> [jitter <d>]|reorder <k>|rate_limit <pps>|duplicate " +
 	"[burst <k>] [count <n>] [for <d>] [seed <s>]"
 
 // MaxHold bounds a delay: a held packet is an mbuf the NIC's rx ring

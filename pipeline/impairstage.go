@@ -8,6 +8,7 @@ import (
 	"roce-fwd/dpdk"
 	"roce-fwd/impair"
 	"roce-fwd/roce"
+	"unsafe"
 )
 
 // ImpairSpec configures the impair stage (roce mode only).
@@ -38,6 +39,15 @@ type impairStage struct {
 	// the active ones.
 	storms   []storm
 	storming int
+	// A burst's duplicates: the packets' indexes, and mbufs for the
+	// copies (DPDK memory, filled by one AllocBulk) from pool.
+	dup      []int32
+	ndup     int
+	dupMbufs []*dpdk.Mbuf
+	pool     *dpdk.Mempool
+	// generated counts the frames the stage made: storm frames and
+	// duplicates (received = sent + dropped + held - generated).
+	generated uint64
 }
 
 // heldPkt is a packet held back by a delay or a reorder rule.
@@ -56,6 +66,7 @@ func (w *Worker) impairPass(b *burst) {
 	is := w.imp
 	rx, tx := w.rx[b.src].port, w.step.Txq[b.tx].Port
 	b.impaired = true
+	is.ndup = 0
 	for j, m := range b.pkts {
 		b.imp[j] = 0
 		if !b.forwarded(j) {
@@ -72,6 +83,10 @@ func (w *Worker) impairPass(b *burst) {
 			b.drop(j, DropImpair)
 		case impair.ActRateLimit:
 			b.drop(j, DropImpairRate)
+		case impair.ActDuplicate:
+			is.dup[is.ndup] = int32(j)
+			is.ndup++
+			is.out[b.tx]++
 		case impair.ActDelay, impair.ActReorder:
 			if is.n == len(is.held) {
 				b.drop(j, DropImpairHoldFull)
@@ -87,6 +102,35 @@ func (w *Worker) impairPass(b *burst) {
 		default:
 			is.out[b.tx]++
 		}
+	}
+	if is.ndup > 0 {
+		w.duplicate(b)
+	}
+}
+
+// duplicate copies the burst's packets a duplicate rule chose into
+// fresh mbufs (taken in one call) and holds the copies until the end of
+// the poll: each leaves after its original's burst.
+func (w *Worker) duplicate(b *burst) {
+	is := w.imp
+	n := is.ndup
+	if room := len(is.held) - is.n; n > room || is.pool == nil || !is.pool.AllocBulk(is.dupMbufs[:n]) {
+		for _, j := range is.dup[:n] {
+			is.eng.Failed(b.imp[j] - 1)
+		}
+		return
+	}
+	for k, j := range is.dup[:n] {
+		m := is.dupMbufs[k]
+		// A chained mbuf (a jumbo frame in segments) is not copied.
+		if f := b.frame[j]; int(b.size[j]) != len(f) || m.SetData(f) != nil {
+			is.eng.Failed(b.imp[j] - 1)
+			w.step.Drop(m)
+			continue
+		}
+		is.held[is.n] = heldPkt{m: m.Handle(), tx: int32(b.tx), at: w.now}
+		is.n++
+		is.generated++
 	}
 }
 
@@ -140,6 +184,10 @@ func (is *impairStage) free() {
 		dpdk.FreeMbufs([]*dpdk.Mbuf{dpdk.MbufOf(h.m)})
 	}
 	is.n = 0
+	if len(is.dupMbufs) > 0 {
+		dpdk.FreeMem(unsafe.Pointer(&is.dupMbufs[0]))
+		is.dupMbufs = nil
+	}
 }
 
 // takeImpair is the worker's side of SetImpair: the new rules (nil: none)
@@ -186,7 +234,11 @@ func (p *Pipeline) SetImpair(rules []impair.Rule, seed uint64) error {
 		if set != nil {
 			eng = impair.NewWorker(set, i)
 		}
-		fresh := p.imp.freshStage(w)
+		fresh, err := p.imp.freshStage(w)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		errs = append(errs, w.do("impairment rules", func() bool {
 			w.takeImpair(eng, fresh)
 			return true
@@ -234,6 +286,7 @@ func (p *Pipeline) ImpairStats() (out []impair.Counter, held int) {
 		for k := range out {
 			out[k].Matched += c[k].Matched
 			out[k].Acted += c[k].Acted
+			out[k].Failed += c[k].Failed
 			if c[k].Matched != 0 || c[k].Expired {
 				ran[k]++
 			}
@@ -246,6 +299,20 @@ func (p *Pipeline) ImpairStats() (out []impair.Counter, held int) {
 		out[k].Expired = ran[k] > 0 && expired[k] == ran[k]
 	}
 	return out, p.heldPackets()
+}
+
+// impairGenerated counts the frames the impair stages made.
+func (p *Pipeline) impairGenerated() uint64 {
+	var n uint64
+	for _, w := range p.Workers {
+		w.do("impairment frames made", func() bool {
+			if w.imp != nil {
+				n += w.imp.generated
+			}
+			return true
+		})
+	}
+	return n
 }
 
 // heldPackets counts the packets the impair stage holds on every worker.
@@ -319,7 +386,9 @@ func (w *Worker) stormTx() {
 		if w.now < s.next {
 			continue
 		}
-		s.next = max(s.next+s.every, w.now) // a late poll sends one frame, not a burst of them
+		// A frame a poll: a late poll catches up over the next ones, so
+		// the storm sends its count of frames unless the worker stalls.
+		s.next += s.every
 		txq := &w.step.Txq[s.tx]
 		m := s.pool.Alloc()
 		if m == nil || txq.Room() == 0 || m.SetData(s.frame[:s.n]) != nil {
@@ -331,6 +400,7 @@ func (w *Worker) stormTx() {
 		}
 		txq.Push(m)
 		s.sent++
+		is.generated++
 	}
 }
 
@@ -370,7 +440,10 @@ func (p *Pipeline) StartStorm(s impair.Storm) error {
 			return fmt.Errorf("no mbuf pool on socket %d for the storm's frames", w.Socket)
 		}
 		st.tx = tx
-		fresh := p.imp.freshStage(w)
+		fresh, err := p.imp.freshStage(w)
+		if err != nil {
+			return err
+		}
 		return w.do("PFC storm", func() bool {
 			if w.imp == nil {
 				w.imp = fresh
@@ -454,9 +527,15 @@ const maxStorms = 8
 
 // freshStage is a stage for w to take if it has none yet: made here, on
 // the control plane, so that the worker allocates nothing.
-func (ims *impairs) freshStage(w *Worker) *impairStage {
+func (ims *impairs) freshStage(w *Worker) (*impairStage, error) {
 	if w.imp != nil {
-		return nil
+		return nil, nil
 	}
-	return &impairStage{held: make([]heldPkt, ims.hold), out: make([]uint64, len(w.step.Txq)), storms: make([]storm, 0, maxStorms)}
+	n := len(w.b.fate) // the most packets a burst holds
+	mbufs, err := dpdk.MbufArray(n, w.Socket)
+	if err != nil {
+		return nil, err
+	}
+	return &impairStage{held: make([]heldPkt, ims.hold), out: make([]uint64, len(w.step.Txq)), storms: make([]storm, 0, maxStorms),
+		dup: make([]int32, n), dupMbufs: mbufs, pool: ims.pools[w.Socket]}, nil
 }

@@ -203,9 +203,10 @@ func (p *Pipeline) Queued() uint64 {
 }
 
 // Generated is the number of frames the workers built and sent
-// themselves (PFC), which the PMD counts as transmitted.
+// themselves (PFC, PFC storms, duplicates), which the PMD counts as
+// transmitted.
 func (p *Pipeline) Generated() uint64 {
-	var n uint64
+	n := p.impairGenerated()
 	for _, w := range p.Workers {
 		_, in := w.qosStats()
 		for _, s := range in {

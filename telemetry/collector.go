@@ -107,7 +107,7 @@ func NewCollector(src Source) prometheus.Collector {
 		info:      gauge("info", "Forwarding mode, always 1.", "mode"),
 		duration:  gauge("forwarding_duration_seconds", "Time since forwarding started (until it stopped)."),
 		queued:    gauge("queued_packets", "Packets the QoS queues hold and impairment rules hold back: received = transmitted + dropped + queued."),
-		generated: counter("pfc_generated_frames_total", "PFC frames roce-fwd built and sent; the ports count them as transmitted too."),
+		generated: counter("pfc_generated_frames_total", "Frames roce-fwd built and sent itself (PFC, impairment storms and duplicates); the ports count them as transmitted too."),
 		drops:     counter("drops_total", "Packets the workers did not forward, by reason.", "reason"),
 
 		portRxPackets: counter("port_rx_packets_total", "Packets received by the port.", port...),
