@@ -66,21 +66,18 @@ const historyLen = 256
 // 802.1Qbb PFC and 802.3x PAUSE frames. A new frame restarts a priority's
 // timer at its quanta (it does not extend it); quanta 0 resumes at once.
 type PFCRx struct {
-	speed     uint64
-	prioToTC  [NumTC]uint8
-	until     [NumTC]int64 // per priority: paused while now < until
-	from      [NumTC]int64 // start of the open pause interval
-	open      uint8        // priorities with an interval not yet added to pausedNs
-	pausedNs  [NumTC]int64
-	tcUntil   [NumTC]int64 // per TC: latest until of its priorities
-	lastFrame [NumTC]int64 // per priority
-	tcLast    [NumTC]int64 // per TC: latest lastFrame of its priorities
-	seen      uint8        // priorities that ever received a frame
-	tcSeen    uint8
-	st        PFCRxStats
-	frames    [NumTC]int // XOFF frames of the open pause
-	hist      [historyLen]PauseEpisode
-	histN     uint64 // pauses ever recorded; the last historyLen are in hist
+	speed    uint64
+	prioToTC [NumTC]uint8
+	until    [NumTC]int64 // per priority: paused while now < until
+	from     [NumTC]int64 // start of the open pause interval
+	open     uint8        // priorities with an interval not yet added to pausedNs
+	pausedNs [NumTC]int64
+	tcUntil  [NumTC]int64 // per TC: latest until of its priorities
+	seen     uint8        // priorities that ever received a frame
+	st       PFCRxStats
+	frames   [NumTC]int // XOFF frames of the open pause
+	hist     [historyLen]PauseEpisode
+	histN    uint64 // pauses ever recorded; the last historyLen are in hist
 }
 
 var errSpeed = errors.New("qos: port speed must be set (bits per second) for PFC timing")
@@ -178,7 +175,6 @@ func (r *PFCRx) Until(prio uint8) int64 { return r.until[prio&7] }
 
 func (r *PFCRx) setUntil(now int64, p int, until int64) {
 	bit := uint8(1) << p
-	r.lastFrame[p] = now
 	r.seen |= bit
 	if r.open&bit != 0 && r.until[p] <= now {
 		// The previous pause ran out on its own.
@@ -187,8 +183,10 @@ func (r *PFCRx) setUntil(now int64, p int, until int64) {
 	if until <= now {
 		if r.open&bit != 0 {
 			r.end(p, now, true)
+			r.until[p] = now
 		}
-		r.until[p] = now
+		// An XON while not paused changes nothing: the pause ended
+		// earlier, and ResumedAt keeps saying when.
 		return
 	}
 	if r.open&bit == 0 {
@@ -251,18 +249,11 @@ const HistoryCap = historyLen + NumTC
 // retally recomputes the per-TC view; frames are rare, so 8 steps each
 // keep Paused, the per-packet query, to one comparison.
 func (r *PFCRx) retally() {
-	var u, l [NumTC]int64
-	var seen uint8
+	var u [NumTC]int64
 	for p, tc := range r.prioToTC {
 		u[tc] = max(u[tc], r.until[p])
-		if r.seen&(1<<p) != 0 {
-			if seen&(1<<tc) == 0 || r.lastFrame[p] > l[tc] {
-				l[tc] = r.lastFrame[p]
-			}
-			seen |= 1 << tc
-		}
 	}
-	r.tcUntil, r.tcLast, r.tcSeen = u, l, seen
+	r.tcUntil = u
 }
 
 // Paused reports whether TC tc may not transmit at time now.
@@ -306,11 +297,24 @@ func (r *PFCRx) tcPausedNanos(tc uint8, now int64) int64 {
 	return t
 }
 
-// LastFrame is when a frame last named a priority of tc (PFC with its
-// class-enable bit, or PAUSE); ok is false if none ever did.
-func (r *PFCRx) LastFrame(tc uint8) (at int64, ok bool) {
-	return r.tcLast[tc&7], r.tcSeen&(1<<(tc&7)) != 0
+// PausedSince reports whether TC tc is paused at now and, if so, since
+// when without a break: the start of the earliest pause still running of
+// its priorities (a refresh before the quanta run out continues a pause).
+func (r *PFCRx) PausedSince(tc uint8, now int64) (since int64, paused bool) {
+	for p, c := range r.prioToTC {
+		if c != tc&7 || r.until[p] <= now || r.open&(1<<p) == 0 {
+			continue
+		}
+		if !paused || r.from[p] < since {
+			since, paused = r.from[p], true
+		}
+	}
+	return since, paused
 }
+
+// ResumedAt is when TC tc's last pause ended (at or before now while it
+// is not paused; 0 if it was never paused).
+func (r *PFCRx) ResumedAt(tc uint8) int64 { return r.tcUntil[tc&7] }
 
 // Stats returns the counters.
 func (r *PFCRx) Stats() PFCRxStats { return r.st }

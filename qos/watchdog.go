@@ -122,31 +122,25 @@ type WDStats struct {
 }
 
 type wdTC struct {
-	storm      bool
-	stuck      bool  // non-empty, paused and not sending since since
-	since      int64 // when stuck began
-	detectedAt int64
-	lastPoll   int64
-	pausedSnap int64          // PausedNanos at the last poll
-	txSnap     uint64         // packets sent, at the last poll
-	flushBase  uint64         // Flushed before the storm
-	action     WatchdogAction // of the storm in progress
+	storm     bool
+	flushBase uint64         // Flushed before the storm
+	action    WatchdogAction // of the storm in progress
 }
 
-// Watchdog is SONiC's PFC watchdog for one port. Polled (Poll) at a
-// period well under the detection time, it declares a storm on a lossless
-// TC whose queue has stayed non-empty, paused by PFC and without sending
-// a packet for DetectionTime, applies the action, and restores the TC once
-// no PFC frame has named its priority for RestorationTime.
+// Watchdog is a PFC watchdog for one port, decided on the pause's own
+// timestamps rather than on sampled counters. Polled (Poll) at a period
+// well under the detection time, it declares a storm on a lossless TC
+// that has been paused without a break for DetectionTime while its queue
+// holds packets, applies the action, and restores the TC once it has not
+// been paused for RestorationTime.
 //
-// Detection samples, as SONiC does with the ASIC's counters: a TC is
-// stuck while at every poll its queue is non-empty, it is paused, its
-// transmit counter has not moved since the previous poll, and it spent at
-// least 99% of that interval paused (the refinement SONiC adopted for
-// Spectrum, so that a queue merely starved between two short pauses is
-// not taken for a storm). The storm is declared at the first poll at
-// least DetectionTime after the first stuck poll: between DetectionTime
-// and DetectionTime plus one poll period after the stall began.
+// A pause is continuous while each XOFF refreshes it before its quanta
+// run out (PFCRx keeps its start); a gap, however short, starts over.
+// That avoids the failures of counter-polled watchdogs: a TC paused
+// 90% of the time that still drains is not a storm (the gaps break it);
+// a storm is restored when the pausing stops, not when the frames stop,
+// so an XOFF storm that turns into an XON storm is restored; and a storm
+// that goes on is never restored and detected again in a loop.
 type Watchdog struct {
 	s       *Scheduler
 	rx      *PFCRx
@@ -187,11 +181,8 @@ func (w *Watchdog) Reconfigure(c *Config) error {
 		watch = c.LosslessTCs() &^ cfg.Off
 	}
 	for i := range NumTC {
-		if bit := uint8(1) << i; w.watch&bit != 0 && watch&bit == 0 {
-			if w.tc[i].storm {
-				w.end(i)
-			}
-			w.tc[i].stuck = false
+		if bit := uint8(1) << i; w.watch&bit != 0 && watch&bit == 0 && w.tc[i].storm {
+			w.end(i)
 		}
 	}
 	w.watch = watch
@@ -209,32 +200,16 @@ func (w *Watchdog) Poll(now int64, ev []WDEvent) int {
 			continue
 		}
 		st := &w.tc[i]
-		t := &w.s.tc[i]
+		since, paused := w.rx.PausedSince(uint8(i), now)
 		if !st.storm {
-			tx := t.q.st.DeqPackets
-			paused := w.rx.tcPausedNanos(uint8(i), now)
-			if t.q.n > 0 && w.rx.Paused(uint8(i), now) && tx == st.txSnap {
-				switch {
-				case !st.stuck:
-					st.stuck, st.since = true, now
-				case (paused-st.pausedSnap)*100 < (now-st.lastPoll)*99:
-					st.since = now // sending was allowed in between: start over
-				case now-st.since >= w.detect && n < len(ev):
-					w.begin(i, now)
-					ev[n] = WDEvent{Kind: StormDetected, TC: uint8(i), Action: st.action, At: now}
-					n++
-				}
-			} else {
-				st.stuck = false
+			if paused && now-since >= w.detect && w.s.tc[i].q.n > 0 && n < len(ev) {
+				w.begin(i)
+				ev[n] = WDEvent{Kind: StormDetected, TC: uint8(i), Action: st.action, At: now}
+				n++
 			}
-			st.txSnap, st.pausedSnap, st.lastPoll = tx, paused, now
 			continue
 		}
-		last, ok := w.rx.LastFrame(uint8(i))
-		if !ok || last < st.detectedAt {
-			last = st.detectedAt
-		}
-		if now-last >= w.restore && n < len(ev) {
+		if !paused && now-w.rx.ResumedAt(uint8(i)) >= w.restore && n < len(ev) {
 			w.end(i)
 			ev[n] = WDEvent{Kind: StormRestored, TC: uint8(i), Action: st.action, At: now}
 			n++
@@ -243,9 +218,9 @@ func (w *Watchdog) Poll(now int64, ev []WDEvent) int {
 	return n
 }
 
-func (w *Watchdog) begin(i int, now int64) {
+func (w *Watchdog) begin(i int) {
 	st := &w.tc[i]
-	st.storm, st.stuck, st.detectedAt = true, false, now
+	st.storm = true
 	st.action = w.action[i]
 	st.flushBase = w.s.tc[i].flushed
 	w.st[i].Detected++
@@ -267,7 +242,6 @@ func (w *Watchdog) end(i int) {
 		w.st[i].Dropped += t.flushed - st.flushBase
 	}
 	st.storm = false
-	st.txSnap = t.q.st.DeqPackets
 	w.st[i].Restored++
 	w.st[i].InStorm = false
 	bit := uint8(1) << i

@@ -1,6 +1,7 @@
 package qos
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -91,15 +92,16 @@ func TestWatchdogDrop(t *testing.T) {
 	if !st.InStorm || st.Detected != 1 || st.Dropped != 1001 {
 		t.Errorf("stats during storm %+v", st)
 	}
-	// The partner stops pausing at 1000 ms: restored 200 ms after its last
-	// frame (999 ms), at the 1200 ms poll.
+	// The partner stops pausing at 1000 ms: its last XOFF (999 ms, 1.34 ms
+	// of quanta at 25 Gbit/s) runs out at 1000.34 ms, and the TC is
+	// restored at the first poll 200 ms after that, at 1210 ms.
 	evs = r.advance(1000*ms, 1500*ms, 0)
-	if len(evs) != 1 || evs[0].Kind != StormRestored || evs[0].At != 1200*ms {
+	if len(evs) != 1 || evs[0].Kind != StormRestored || evs[0].At != 1210*ms {
 		t.Fatalf("restore events %+v", evs)
 	}
 	st = r.w.Stats(3)
-	// Arrivals at 1000..1200 ms (the one at 1200 precedes that poll) were dropped too.
-	if st.InStorm || st.Restored != 1 || st.Dropped != 1001+201 {
+	// Arrivals at 1000..1210 ms (the one at 1210 precedes that poll) were dropped too.
+	if st.InStorm || st.Restored != 1 || st.Dropped != 1001+211 {
 		t.Errorf("stats after restore %+v", st)
 	}
 	if r.sent[3] == 0 || r.s.PauseOverride() != 0 {
@@ -259,4 +261,104 @@ func TestParseWatchdogAction(t *testing.T) {
 	if _, err := ParseWatchdogAction("ignore"); err == nil {
 		t.Error("unknown action accepted")
 	}
+}
+
+// The known ways counter-polled PFC watchdogs fail, each as the partner's
+// frames and the watchdog's polls (every 10 ms) would have it.
+func TestWatchdogFailureModes(t *testing.T) {
+	ev := make([]WDEvent, NumTC)
+	poll := func(w *Watchdog, now int64) []WDEvent { return append([]WDEvent(nil), ev[:w.Poll(now, ev)]...) }
+
+	t.Run("an XOFF storm that turns into an XON storm is restored", func(t *testing.T) {
+		r := newStormRig(t, ActionDrop)
+		r.s.Enqueue(3, Slot{Len: 1000}, 2)
+		var got []WDEvent
+		for now := int64(0); now < 2000*ms; now += ms {
+			q := uint16(0xFFFF)
+			if now >= 500*ms {
+				q = 0 // XON, every millisecond, for ever
+			}
+			r.rx.ReceivePFC(now, 1<<3, &[8]uint16{3: q})
+			if now%(10*ms) == 0 {
+				got = append(got, poll(r.w, now)...)
+			}
+		}
+		// Detected at 200 ms; the last pause ended at 500 ms (the XON):
+		// restored at 700 ms although the frames never stopped.
+		if len(got) != 2 || got[0].Kind != StormDetected || got[0].At != 200*ms || got[1].Kind != StormRestored || got[1].At != 700*ms {
+			t.Errorf("events %+v", got)
+		}
+	})
+
+	t.Run("every priority at once (802.3x PAUSE) is detected and restored on each lossless TC", func(t *testing.T) {
+		c := SONiCAzure() // lossless TCs 3 and 4
+		rx, _ := NewPFCRx(25e9, nil)
+		s := mustScheduler(t, &c, 64, rx)
+		w, _ := NewWatchdog(&c, s)
+		for tc := range uint8(NumTC) {
+			s.Enqueue(tc, Slot{Len: 100}, 2)
+		}
+		var got []WDEvent
+		for now := int64(0); now < 1000*ms; now += ms {
+			if now < 400*ms {
+				rx.ReceivePause(now, 0xFFFF)
+			}
+			if now%(10*ms) == 0 {
+				got = append(got, poll(w, now)...)
+			}
+		}
+		want := []WDEvent{{StormDetected, 3, ActionDrop, 200 * ms}, {StormDetected, 4, ActionDrop, 200 * ms},
+			{StormRestored, 3, ActionDrop, 610 * ms}, {StormRestored, 4, ActionDrop, 610 * ms}}
+		if !slices.Equal(got, want) {
+			t.Errorf("events\n got %+v\nwant %+v", got, want)
+		}
+	})
+
+	t.Run("a storm that goes on is never restored, so never detected again", func(t *testing.T) {
+		r := newStormRig(t, ActionDrop)
+		evs := r.advance(0, 5000*ms, 5000*ms) // 25 detection times
+		if len(evs) != 1 || evs[0].Kind != StormDetected {
+			t.Fatalf("during the storm: %+v", evs)
+		}
+		evs = r.advance(5000*ms, 6000*ms, 0)
+		if len(evs) != 1 || evs[0].Kind != StormRestored {
+			t.Fatalf("after the storm: %+v", evs)
+		}
+		if st := r.w.Stats(3); st.Detected != 1 || st.Restored != 1 || st.InStorm {
+			t.Errorf("stats %+v", st)
+		}
+	})
+
+	t.Run("a restart in the middle of a storm detects it a detection time later", func(t *testing.T) {
+		r := newStormRig(t, ActionAlert) // a new daemon: fresh state, the storm long under way
+		start := int64(3_600_000) * ms
+		r.s.Enqueue(3, Slot{Len: 1000}, 2)
+		var got []WDEvent
+		for now := start; now < start+500*ms; now += ms {
+			r.rx.ReceivePFC(now, 1<<3, &[8]uint16{3: 0xFFFF})
+			if now%(10*ms) == 0 {
+				got = append(got, poll(r.w, now)...)
+			}
+		}
+		if len(got) != 1 || got[0].Kind != StormDetected || got[0].At != start+200*ms {
+			t.Errorf("events %+v", got)
+		}
+	})
+
+	t.Run("pauses with gaps are not a storm, however often they come", func(t *testing.T) {
+		r := newStormRig(t, ActionDrop)
+		r.s.Enqueue(3, Slot{Len: 1000}, 2)
+		// 0xFFFF quanta at 25 Gbit/s last 1.34 ms; one frame every 1.5 ms
+		// leaves a 0.16 ms gap each time: paused 89% of the time.
+		for now := int64(0); now < 2000*ms; now += 500_000 {
+			if now%(1500_000) == 0 {
+				r.rx.ReceivePFC(now, 1<<3, &[8]uint16{3: 0xFFFF})
+			}
+			if now%(10*ms) == 0 {
+				if got := poll(r.w, now); len(got) != 0 {
+					t.Fatalf("at %d ms: %+v", now/ms, got)
+				}
+			}
+		}
+	})
 }
