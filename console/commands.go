@@ -133,7 +133,7 @@ func commands() []*Command {
 		// RoCE.
 		{Syntax: "show roce stats [<port>]", Section: "roce", Help: "RoCEv2 classification counters per rx port",
 			Run: (*Shell).showRoCEStats},
-		{Syntax: "show roce qp [top <n>] [by bytes|packets|naks|cnp|gaps]", Section: "roce", Help: "the busiest queue pairs (default top 20 by bytes)",
+		{Syntax: "show roce qp [top <n>] [by bytes|packets|naks|cnp|gaps|marked|held|qos_drops]", Section: "roce", Help: "the busiest queue pairs (default top 20 by bytes)",
 			Run: (*Shell).showRoCEQP},
 		{Syntax: "clear roce stats", Section: "roce", Help: "start the RoCE counters over and empty the QP tables",
 			Run: func(s *Shell, _ []string, j bool) (string, error) {
@@ -146,6 +146,10 @@ func commands() []*Command {
 			Run: (*Shell).showQoS},
 		{Syntax: "show pfc [<port>]", Section: "qos", Help: "per priority: PFC frames received and sent, paused time; watchdog state; who does PFC",
 			Run: (*Shell).showPFC},
+		{Syntax: "show pfc victims [top <n>]", Section: "qos", Help: "the QPs whose packets waited in a queue paused by PFC, and how many, with what else QoS did to them",
+			Run: func(s *Shell, w []string, j bool) (string, error) { return s.showVictims(w, j, "held") }},
+		{Syntax: "show ecn marks [top <n>]", Section: "qos", Help: "the QPs whose packets roce-fwd's WRED-ECN marked CE, and how many",
+			Run: func(s *Shell, w []string, j bool) (string, error) { return s.showVictims(w, j, "marked") }},
 		{Syntax: "show pfc history [<port>|all]", Section: "qos", Help: "the link partner's last pauses: priority, start, duration, XOFF frames, ended by XON or run out",
 			Run: (*Shell).showPFCHistory},
 		{Syntax: "set qos ecn <port> <tc> min <size> max <size> prob <p>", Section: "qos", Help: "set a TC's WRED-ECN profile (sizes like 150KB, 1.5MB)",
@@ -681,6 +685,58 @@ func (s *Shell) portName(id string) string {
 	return id
 }
 
+// qpFlows are the workers' QP tables merged.
+func (s *Shell) qpFlows() ([]qpstats.Flow, qpstats.TableStats, error) {
+	var flows []qpstats.Flow
+	var st qpstats.TableStats
+	roce := false
+	s.d.Do(func() {
+		roce = s.d.Pipe.Spec.Mode == pipeline.ModeRoCE
+		flows, st = s.d.Pipe.QPFlows()
+	})
+	if !roce {
+		return nil, st, fmt.Errorf("per-QP telemetry runs in roce mode only: set fwd roce")
+	}
+	if st.Slots == 0 {
+		return nil, st, fmt.Errorf("the QP tables are off: [roce] qp_table = 0")
+	}
+	return flows, st, nil
+}
+
+// showVictims lists the QPs the QoS stage held behind a pause (by
+// "held") or marked CE (by "marked"), the ones it never did left out.
+func (s *Shell) showVictims(w []string, jsonOut bool, by string) (string, error) {
+	n := 20
+	if len(w) > 4 && w[3] == "top" {
+		n, _ = strconv.Atoi(w[4])
+	}
+	flows, _, err := s.qpFlows()
+	if err != nil {
+		return "", err
+	}
+	top, _ := qpstats.Top(flows, 0, by)
+	var reps []qpstats.FlowReport
+	for i := range top {
+		if r := top[i].Report(); len(reps) < n && (by == "held" && r.HeldPaused > 0 || by == "marked" && r.MarkedCE > 0) {
+			reps = append(reps, r)
+		}
+	}
+	if jsonOut {
+		return asJSON(reps)
+	}
+	if len(reps) == 0 {
+		return map[string]string{"held": "no QP had packets held by a PFC pause\n", "marked": "no QP had packets marked CE by roce-fwd\n"}[by], nil
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SRC\tDST\tQP\tPACKETS\tHELD-BY-PAUSE\tMARKED-CE\tQOS-DROPS\tCNP")
+	for _, f := range reps {
+		fmt.Fprintf(tw, "%s\t%s\t0x%06x\t%d\t%d\t%d\t%d\t%d\n", f.Src, f.Dst, f.QP, f.Packets, f.HeldPaused, f.MarkedCE, f.QoSDropped, f.CNPs)
+	}
+	tw.Flush()
+	return b.String(), nil
+}
+
 func (s *Shell) showRoCEQP(w []string, jsonOut bool) (string, error) {
 	n, by := 20, "bytes"
 	for i := 3; i < len(w); i++ {
@@ -693,15 +749,9 @@ func (s *Shell) showRoCEQP(w []string, jsonOut bool) (string, error) {
 			i++
 		}
 	}
-	var flows []qpstats.Flow
-	var st qpstats.TableStats
-	roce := false
-	s.d.Do(func() {
-		roce = s.d.Pipe.Spec.Mode == pipeline.ModeRoCE
-		flows, st = s.d.Pipe.QPFlows()
-	})
-	if !roce {
-		return "", fmt.Errorf("per-QP telemetry runs in roce mode only: set fwd roce")
+	flows, st, err := s.qpFlows()
+	if err != nil {
+		return "", err
 	}
 	top, err := qpstats.Top(flows, n, by)
 	if err != nil {

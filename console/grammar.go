@@ -12,7 +12,7 @@ import (
 // for an optional group:
 //
 //	show port info|stats|xstats|summary <port>|all
-//	show roce qp [top <n>] [by bytes|packets|naks|cnp|gaps]
+//	show roce qp [top <n>] [by bytes|packets|naks|cnp|gaps|marked|held|qos_drops]
 //
 // A word may be abbreviated to any prefix that no other alternative at
 // that place shares ("sh po st all"). Arguments are checked by kind:

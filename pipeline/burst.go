@@ -27,6 +27,10 @@ type burst struct {
 	// it (its index in the rule set plus one; 0: none), for the taps.
 	impaired bool
 	imp      []int32
+	// qslot is, per packet, its flow's slot in the worker's QP table (-1:
+	// none), once the roce passes ran: the QoS stage counts what it does
+	// to the flow there.
+	qslot []int32
 }
 
 // fate is what becomes of a packet at the end of its burst.
@@ -40,7 +44,7 @@ const (
 
 // newBurst sizes a burst for up to n packets.
 func newBurst(n int) burst {
-	return burst{res: make([]roce.Result, n), fate: make([]fate, n), frame: make([][]byte, n), size: make([]uint32, n), imp: make([]int32, n)}
+	return burst{res: make([]roce.Result, n), fate: make([]fate, n), frame: make([][]byte, n), size: make([]uint32, n), imp: make([]int32, n), qslot: make([]int32, n)}
 }
 
 // reset starts the burst of rx source src.

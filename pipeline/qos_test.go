@@ -8,6 +8,7 @@ import (
 	"roce-fwd/inspect"
 	"roce-fwd/internal/testenv"
 	"roce-fwd/qos"
+	"roce-fwd/qpstats"
 	"roce-fwd/roce"
 )
 
@@ -66,6 +67,7 @@ func TestQoSShapedEgress(t *testing.T) {
 	p := run.p
 	drops := p.Drops()
 	tcs, pfc := p.QoS()
+	flows, _ := p.QPFlows()
 	outID := uint16(run.set.Ports[1].ID)
 	inID := uint16(run.set.Ports[0].ID)
 	got := run.finish(t)
@@ -120,6 +122,20 @@ func TestQoSShapedEgress(t *testing.T) {
 	}
 	if tc[0].Dropped.Tail != drops["qos_tail"] {
 		t.Errorf("TC0 tail drops %d, pipeline counted %d", tc[0].Dropped.Tail, drops["qos_tail"])
+	}
+	// The victims per QP: the marks all on the ECT QP, the tail drops all
+	// on the lossy one.
+	for _, f := range flows {
+		want := qpstats.Counters{}
+		switch f.QP {
+		case testenv.QPECT:
+			want.MarkedCE = uint64(ce)
+		case testenv.QPLossy:
+			want.QoSDropped = drops["qos_tail"]
+		}
+		if f.MarkedCE != want.MarkedCE || f.QoSDropped != want.QoSDropped {
+			t.Errorf("QP %#x: %d marked, %d dropped by QoS; want %d, %d", f.QP, f.MarkedCE, f.QoSDropped, want.MarkedCE, want.QoSDropped)
+		}
 	}
 
 	// PFC: the input port's partner got XOFF for priority 3 when TC3
@@ -177,7 +193,14 @@ func TestQoSInjectedPFCPausesTC(t *testing.T) {
 	p := run.p
 	drops := p.Drops()
 	_, pfcStats := p.QoS()
+	flows, _ := p.QPFlows()
 	portID := uint16(run.set.Ports[0].ID)
+	// The TC3 frames behind the pause were held by it; the CNPs were not.
+	for _, f := range flows {
+		if held := f.HeldPaused; f.QP == testenv.QPECT && held != 50 || f.QP != testenv.QPECT && held != 0 {
+			t.Errorf("QP %#x: %d packets held by the pause", f.QP, held)
+		}
+	}
 	time.Sleep(time.Duration(qos.PauseNanos(0xFFFF, 10e9))) // the pause runs out
 	hist := p.PFCHistory(portID)
 	_, ended := p.QoS()

@@ -10,6 +10,7 @@ import (
 	"roce-fwd/dpdk"
 	"roce-fwd/hwpfc"
 	"roce-fwd/qos"
+	"roce-fwd/qpstats"
 	"roce-fwd/roce"
 )
 
@@ -268,6 +269,10 @@ func (qs *qosStage) free() {
 // anything the queues release later, so the order holds.
 func (w *Worker) qosPass(b *burst) {
 	e := &w.qs.eg[b.tx]
+	// A pause received earlier in this poll holds this burst already.
+	if e.syncPause() && e.idle && e.rx.PausedMask(w.now) != 0 {
+		e.idle = false
+	}
 	room := w.step.Txq[b.tx].Room() - (len(b.pkts) - b.odd) // what dispose will push
 	for j, m := range b.pkts {
 		if !b.forwarded(j) {
@@ -280,7 +285,7 @@ func (w *Worker) qosPass(b *burst) {
 			continue
 		}
 		room++ // not pushed by dispose after all
-		if why, refused := w.qosEnqueue(b.src, e, m, b.frame[j], r, n); refused {
+		if why, refused := w.qosEnqueue(b.src, e, m, b.frame[j], r, n, b.qslot[j]); refused {
 			b.drop(j, why)
 		} else {
 			b.take(j)
@@ -289,8 +294,9 @@ func (w *Worker) qosPass(b *burst) {
 }
 
 // qosEnqueue offers one classified packet (frame, n bytes), received from rx
-// source src, to egress e, and says why if it was refused.
-func (w *Worker) qosEnqueue(src int, e *egress, m *dpdk.Mbuf, frame []byte, r *roce.Result, n int) (Reason, bool) {
+// source src, to egress e, and says why if it was refused. What it does to
+// the packet is counted to its flow's QP table slot (-1: none).
+func (w *Worker) qosEnqueue(src int, e *egress, m *dpdk.Mbuf, frame []byte, r *roce.Result, n int, slot int32) (Reason, bool) {
 	qs := w.qs
 	tc := r.TC & 7
 	e.idle = false // this packet waits: so must the ones after it
@@ -308,15 +314,28 @@ func (w *Worker) qosEnqueue(src int, e *egress, m *dpdk.Mbuf, frame []byte, r *r
 			e.overflow[tc] = w.now
 			qs.events.put(Event{Kind: EventLosslessOverflow, Port: e.port, TC: tc, At: w.now})
 		}
+		w.victim(slot, qpstats.VictimDropped)
 		return reason, true
 	}
 	if markCE {
 		qos.MarkCE(frame, int(r.L3), r.IPVersion)
+		w.victim(slot, qpstats.VictimMarked)
+	}
+	if e.rx != nil && e.rx.Paused(tc, w.now) {
+		w.victim(slot, qpstats.VictimHeld)
 	}
 	if lossless {
 		qs.in[in].delta[prio] += int64(n)
 	}
 	return 0, false
+}
+
+// victim counts what the QoS stage did to a packet in its flow's QP table
+// slot, when the flow has one (show pfc victims, show ecn marks).
+func (w *Worker) victim(slot int32, k qpstats.VictimKind) {
+	if slot >= 0 && w.rs.qp != nil {
+		w.rs.qp.Victim(slot, k)
+	}
 }
 
 // overflowEventGap spaces the log lines of a lossless queue that keeps
@@ -385,10 +404,10 @@ func (w *Worker) consumeMAC(b *burst, j int, frame []byte) {
 }
 
 // syncPause mirrors the port's pause board into this egress.
-func (e *egress) syncPause() {
+func (e *egress) syncPause() bool {
 	g := e.board.gen.Load()
 	if g == e.gen {
-		return
+		return false
 	}
 	e.gen = g
 	for p := range uint8(qos.NumTC) {
@@ -398,6 +417,7 @@ func (e *egress) syncPause() {
 			e.rx.Mirror(at, p, until)
 		}
 	}
+	return true
 }
 
 // qosTx runs once per poll, after the bursts were enqueued: each egress

@@ -94,15 +94,16 @@ func (w *Worker) classifyPass(b *burst) {
 		b.frame[j], b.size[j] = frame, uint32(n)
 		r := &b.res[j]
 		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
+		b.qslot[j] = -1
 		if r.RoCE && r.Err == roce.ReasonNone {
 			st.AddRoCE(r, n)
 			if qp != nil {
-				qp.Add(batch, j, frame, r, n)
+				b.qslot[j] = qp.Add(batch, j, frame, r, n)
 			}
 			continue
 		}
 		if r.Err == roce.ErrBadICRC && qp != nil {
-			qp.Add(batch, j, frame, r, n)
+			b.qslot[j] = qp.Add(batch, j, frame, r, n)
 		}
 		w.roceOther(b, j, frame)
 	}
@@ -121,7 +122,7 @@ func (w *Worker) qpPass(b *burst) {
 	qp.Find(batch, w.now)
 	for k := range batch.Len() {
 		j := batch.Pkt(k)
-		qp.Update(batch, k, &b.res[j], int(b.size[j]), w.now)
+		b.qslot[j] = qp.Update(batch, k, &b.res[j], int(b.size[j]), w.now)
 	}
 }
 

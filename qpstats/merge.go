@@ -50,10 +50,13 @@ func add(a, b *Counters) {
 	}
 	a.RNRNAKs += b.RNRNAKs
 	a.CE += b.CE
+	a.MarkedCE += b.MarkedCE
+	a.HeldPaused += b.HeldPaused
+	a.QoSDropped += b.QoSDropped
 }
 
 // SortKeys are the orders Top understands.
-var SortKeys = []string{"bytes", "packets", "naks", "cnp", "gaps"}
+var SortKeys = []string{"bytes", "packets", "naks", "cnp", "gaps", "marked", "held", "qos_drops"}
 
 // Top sorts flows by the named counter, largest first, and keeps n
 // (n <= 0 keeps all). Ties go by bytes, then by key, so output is stable.
@@ -70,6 +73,12 @@ func Top(flows []Flow, n int, by string) ([]Flow, error) {
 		metric = func(f *Flow) uint64 { return f.CNPs() }
 	case "gaps":
 		metric = func(f *Flow) uint64 { return f.Gaps + f.OutOfOrder }
+	case "marked":
+		metric = func(f *Flow) uint64 { return f.MarkedCE }
+	case "held":
+		metric = func(f *Flow) uint64 { return f.HeldPaused }
+	case "qos_drops":
+		metric = func(f *Flow) uint64 { return f.QoSDropped }
 	default:
 		return nil, fmt.Errorf("unknown order %q (valid: %v)", by, SortKeys)
 	}

@@ -107,6 +107,11 @@ type Counters struct {
 	NAKs        [NumNAKs]uint64
 	RNRNAKs     uint64
 	CE          uint64 // packets that arrived CE-marked
+	// What the QoS stage did to the flow: packets it marked CE, queued
+	// while their TC was paused by PFC, and dropped (Victim).
+	MarkedCE   uint64
+	HeldPaused uint64
+	QoSDropped uint64
 }
 
 // Packets is the number of packets of the flow.
@@ -196,6 +201,23 @@ type cold struct {
 	bytesHigh uint64             // slot.bytes wrapped this often (units of 2^32)
 	oooHigh   uint64             // slot.ooo wrapped this often (2^32)
 	mixHigh   [NumClasses]uint64 // slot.mix wrapped this often (2^16)
+	victim    [numVictims]uint64 // Victim's counts
+}
+
+// VictimKind is what the QoS stage did to a flow's packet.
+type VictimKind uint8
+
+const (
+	VictimMarked  VictimKind = iota // marked CE by WRED-ECN
+	VictimHeld                      // queued while its TC was paused by PFC
+	VictimDropped                   // dropped by the QoS stage (tail, WRED, lossless overflow, watchdog)
+	numVictims
+)
+
+// Victim counts what the QoS stage did to a packet of the flow in slot,
+// as Add or Update returned it.
+func (t *Table) Victim(slot int32, k VictimKind) {
+	t.cold[slot].victim[k%numVictims]++
 }
 
 // SlotBytes is the memory of one slot: its share of a bucket, its hot
@@ -376,9 +398,10 @@ func (t *Table) Begin(b *Batch, now int64) {
 
 // Add counts a classified RoCE frame of frameLen bytes, the j-th packet of
 // the caller's burst. A packet of a flow the memo holds, before any packet
-// of the burst is staged, is counted at once and Add returns false; any other is staged for Find and Update
-// (Batch.Pkt gives back j) and Add returns true.
-func (t *Table) Add(b *Batch, j int, frame []byte, r *roce.Result, frameLen int) bool {
+// of the burst is staged, is counted at once and Add returns its slot; any
+// other is staged for Find and Update (Batch.Pkt gives back j) and Add
+// returns -1.
+func (t *Table) Add(b *Batch, j int, frame []byte, r *roce.Result, frameLen int) int32 {
 	var k words
 	if r.IPVersion == 4 {
 		k = v4Words(frame, int(r.L3))
@@ -388,8 +411,10 @@ func (t *Table) Add(b *Batch, j int, frame []byte, r *roce.Result, frameLen int)
 	// Once a packet is staged, the rest of the burst is staged too: Find
 	// may give its slot to a new flow, and the packets after it must see
 	// the table as if counted one at a time.
-	if b.n == 0 && t.hit(k, r, frameLen) {
-		return false
+	if b.n == 0 {
+		if i := t.hit(k, r, frameLen); i >= 0 {
+			return i
+		}
 	}
 	it := &b.items[b.n]
 	it.key, it.pkt = k, uint32(j)
@@ -402,7 +427,7 @@ func (t *Table) Add(b *Batch, j int, frame []byte, r *roce.Result, frameLen int)
 		if it.again = p.key == it.key && p.qp == it.qp; it.again {
 			it.bkt, it.alt, it.sig = p.bkt, p.alt, p.sig // p not yet found: bkt is its first bucket
 			b.n++
-			return true
+			return -1
 		}
 	} else {
 		it.again = false
@@ -412,24 +437,24 @@ func (t *Table) Add(b *Batch, j int, frame []byte, r *roce.Result, frameLen int)
 	b.n++
 	b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
 	b.nb++
-	return true
+	return -1
 }
 
 // hit counts a packet of key k into the slot the memo has for it, if the
-// slot still holds that flow.
-func (t *Table) hit(k words, r *roce.Result, frameLen int) bool {
+// slot still holds that flow, and returns the slot (else -1).
+func (t *Table) hit(k words, r *roce.Result, frameLen int) int32 {
 	qp := r.DestQP
 	m := t.memo[memoIndex(k, qp)]
 	if uint32(m>>32) != qp || uint32(m) == 0 {
-		return false
+		return -1
 	}
 	i := uint32(m) - 1
 	if !t.slots[i].holds(k, qp) {
-		return false
+		return -1
 	}
 	t.buckets[i/ways].age[i%ways] = t.age
 	t.count(i, r.ECN == 3, r, frameLen)
-	return true
+	return int32(i)
 }
 
 // memoIndex is where the memo keeps a key: a flow and its reverse (a
@@ -572,8 +597,8 @@ func (bk *bucket) free() int {
 }
 
 // Update counts the k-th staged packet, classified as r and frameLen
-// bytes long, into its slot.
-func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64) {
+// bytes long, into its slot, and returns the slot.
+func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64) int32 {
 	it := &b.items[k]
 	i := it.slot
 	switch {
@@ -589,6 +614,7 @@ func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64)
 	}
 	t.memo[memoIndex(it.key, it.qp)] = uint64(it.qp)<<32 | uint64(i+1)
 	t.count(i, it.ce, r, frameLen)
+	return int32(i)
 }
 
 // count counts a packet classified as r, frameLen bytes long and CE-marked
@@ -692,7 +718,7 @@ func (t *Table) trackPSN(s *slot, i uint32, psn uint32, isRead bool) {
 func (t *Table) Observe(frame []byte, r *roce.Result, frameLen int, now int64) {
 	b := &t.one
 	t.Begin(b, now)
-	if t.Add(b, 0, frame, r, frameLen) {
+	if t.Add(b, 0, frame, r, frameLen) < 0 {
 		t.Find(b, now)
 		t.Update(b, 0, r, frameLen, now)
 	}
@@ -708,7 +734,8 @@ func (t *Table) entry(i int) Entry {
 		Bytes: c.bytesHigh<<32 | uint64(s.bytes), FirstSeen: c.firstSeen, LastSeen: t.lastSeen(i),
 		ExpectedPSN: s.psn & psnMask, PSNKnown: s.psn&psnKnown != 0,
 		OutOfOrder: c.oooHigh<<32 | uint64(s.ooo), Gaps: c.gaps, GapPSNs: c.gapPSNs,
-		NAKs: c.naks, RNRNAKs: c.rnrNAKs, CE: c.ce}}
+		NAKs: c.naks, RNRNAKs: c.rnrNAKs, CE: c.ce,
+		MarkedCE: c.victim[VictimMarked], HeldPaused: c.victim[VictimHeld], QoSDropped: c.victim[VictimDropped]}}
 	for k := range e.Mix {
 		e.Mix[k] = c.mixHigh[k]<<16 | uint64(s.mix[k])
 	}

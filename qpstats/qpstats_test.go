@@ -293,7 +293,7 @@ func TestMemo(t *testing.T) {
 		results := make([]roce.Result, len(ps))
 		for j, p := range ps {
 			frames[j], results[j] = frame(t, p)
-			staged = append(staged, tab.Add(b, j, frames[j], &results[j], len(frames[j])))
+			staged = append(staged, tab.Add(b, j, frames[j], &results[j], len(frames[j])) < 0)
 		}
 		tab.Find(b, now)
 		for k := range b.Len() {
@@ -518,5 +518,39 @@ func TestLastSeen(t *testing.T) {
 	got := only(t, tab)
 	if d := base + 250*ms - got.LastSeen; d < 0 || d >= 1<<ageShift || got.FirstSeen != base {
 		t.Errorf("first seen %d last seen %d, want %d and within %d ns before %d", got.FirstSeen, got.LastSeen, base, 1<<ageShift, base+250*ms)
+	}
+}
+
+// What the QoS stage does to a flow's packets is counted in the flow's
+// slot, as Add and Update return it, merged over tables and sorted on.
+func TestVictims(t *testing.T) {
+	tab := New(64, 0)
+	a := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: 1, op: sendOnly, psn: 1}
+	bq := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: 2, op: sendOnly, psn: 1}
+	b := NewBatch(2)
+	slotOf := func(p pkt) int32 {
+		f, r := frame(t, p)
+		tab.Begin(b, 1)
+		if s := tab.Add(b, 0, f, &r, len(f)); s >= 0 {
+			return s
+		}
+		tab.Find(b, 1)
+		return tab.Update(b, 0, &r, len(f), 1)
+	}
+	sa, sb := slotOf(a), slotOf(bq)
+	a.psn++
+	if again := slotOf(a); again != sa { // a memo hit this time: the same slot
+		t.Fatalf("slot %d, then %d", sa, again)
+	}
+	tab.Victim(sa, VictimMarked)
+	tab.Victim(sa, VictimMarked)
+	tab.Victim(sb, VictimHeld)
+	tab.Victim(sb, VictimDropped)
+	e, _ := tab.CopyTo(nil)
+	flows := Merge(e, e)
+	top, _ := Top(flows, 1, "marked")
+	held, _ := Top(flows, 1, "held")
+	if top[0].QP != 1 || top[0].MarkedCE != 4 || held[0].QP != 2 || held[0].HeldPaused != 2 || held[0].QoSDropped != 2 {
+		t.Errorf("by marked %+v, by held %+v", top[0].Counters, held[0].Counters)
 	}
 }

@@ -20,6 +20,9 @@ type FlowReport struct {
 	RNRNAKs     uint64            `json:"rnr_naks"`
 	CNPs        uint64            `json:"cnp"`
 	CE          uint64            `json:"ce"`
+	MarkedCE    uint64            `json:"marked_ce"`   // by roce-fwd's WRED-ECN
+	HeldPaused  uint64            `json:"held_paused"` // queued while the TC was paused by PFC
+	QoSDropped  uint64            `json:"qos_dropped"`
 }
 
 // Report converts a flow; zero opcode classes and NAK kinds are left out.
@@ -27,6 +30,7 @@ func (f *Flow) Report() FlowReport {
 	r := FlowReport{Src: f.SrcAddr().String(), Dst: f.DstAddr().String(), QP: f.QP, Packets: f.Packets(), Bytes: f.Bytes,
 		FirstSeen: time.Unix(0, f.FirstSeen).UTC(), LastSeen: time.Unix(0, f.LastSeen).UTC(),
 		Gaps: f.Gaps, GapPSNs: f.GapPSNs, OutOfOrder: f.OutOfOrder, RNRNAKs: f.RNRNAKs, CNPs: f.CNPs(), CE: f.CE,
+		MarkedCE: f.MarkedCE, HeldPaused: f.HeldPaused, QoSDropped: f.QoSDropped,
 		Mix: map[string]uint64{}, NAKs: map[string]uint64{}}
 	if f.PSNKnown {
 		psn := f.ExpectedPSN
