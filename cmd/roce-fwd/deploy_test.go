@@ -736,8 +736,8 @@ func TestDeployPrometheusLive(t *testing.T) {
 			}
 		}
 	}
-	if want := len(regexp.MustCompile(`(?m)^\s*- alert: `).FindAll(readFileT(t, rulesPath), -1)); n != want || n == 0 {
-		t.Errorf("prometheus loaded %d rules, the file has %d alerts", n, want)
+	if want := len(regexp.MustCompile(`(?m)^\s*- (alert|record): `).FindAll(readFileT(t, rulesPath), -1)); n != want || n == 0 {
+		t.Errorf("prometheus loaded %d rules, the file has %d alerts and recording rules", n, want)
 	}
 
 	// Every dashboard query runs and finds series on the rig.
