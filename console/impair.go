@@ -129,7 +129,7 @@ func (s *Shell) showPFCHistory(w []string, j bool) (string, error) {
 			continue
 		}
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  PRIO\tFROM\tDURATION\tXOFF FRAMES\tENDED")
+		fmt.Fprintln(tw, "  PRIO\tTC\tFROM\tDURATION\tXOFF FRAMES\tENDED")
 		for _, e := range h.Pauses {
 			ended := "quanta ran out"
 			switch {
@@ -138,7 +138,7 @@ func (s *Shell) showPFCHistory(w []string, j bool) (string, error) {
 			case e.XON:
 				ended = "XON"
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\n", e.Prio, time.Unix(0, e.From).Format("15:04:05.000000"),
+			fmt.Fprintf(tw, "  %d\t%d\t%s\t%s\t%d\t%s\n", e.Prio, e.TC, time.Unix(0, e.From).Format("15:04:05.000000"),
 				time.Duration(e.To-e.From), e.Frames, ended)
 		}
 		tw.Flush()

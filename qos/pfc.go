@@ -52,6 +52,7 @@ var PauseBuckets = [...]int64{1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
 // the XON that ended it, or to when its last XOFF's quanta ran out.
 type PauseEpisode struct {
 	Prio   uint8 `json:"priority"`
+	TC     uint8 `json:"tc"`      // the traffic class (egress queue) it held
 	From   int64 `json:"from_ns"` // unix ns
 	To     int64 `json:"to_ns"`   // the end, or now while it lasts
 	Frames int   `json:"xoff_frames"`
@@ -209,7 +210,7 @@ func (r *PFCRx) end(p int, to int64, xon bool) {
 	}
 	r.st.Pauses[p][b]++
 	r.st.PauseNs[p] += d
-	r.hist[r.histN%historyLen] = PauseEpisode{Prio: uint8(p), From: r.from[p], To: to, Frames: r.frames[p], XON: xon}
+	r.hist[r.histN%historyLen] = PauseEpisode{Prio: uint8(p), TC: r.prioToTC[p], From: r.from[p], To: to, Frames: r.frames[p], XON: xon}
 	r.histN++
 }
 
@@ -237,7 +238,7 @@ func (r *PFCRx) History(now int64, out []PauseEpisode) []PauseEpisode {
 	}
 	for m := r.open; m != 0; m &= m - 1 {
 		p := bits.TrailingZeros8(m)
-		e := PauseEpisode{Prio: uint8(p), From: r.from[p], To: min(now, r.until[p]), Frames: r.frames[p], Open: r.until[p] > now}
+		e := PauseEpisode{Prio: uint8(p), TC: r.prioToTC[p], From: r.from[p], To: min(now, r.until[p]), Frames: r.frames[p], Open: r.until[p] > now}
 		out = append(out, e)
 	}
 	return out

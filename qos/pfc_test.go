@@ -326,9 +326,9 @@ func TestPFCRxHistory(t *testing.T) {
 	r.ReceivePFC(2000*us, 1<<4, &q) // the first ran out long before
 	got := r.History(2000*us+1, nil)
 	want := []PauseEpisode{
-		{Prio: 3, From: 0, To: 200 * us, Frames: 2, XON: true},
-		{Prio: 4, From: 1000 * us, To: 1000*us + 5120, Frames: 1},
-		{Prio: 4, From: 2000 * us, To: 2000*us + 1, Frames: 1, Open: true},
+		{Prio: 3, TC: 3, From: 0, To: 200 * us, Frames: 2, XON: true},
+		{Prio: 4, TC: 4, From: 1000 * us, To: 1000*us + 5120, Frames: 1},
+		{Prio: 4, TC: 4, From: 2000 * us, To: 2000*us + 1, Frames: 1, Open: true},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("history\n got %+v\nwant %+v", got, want)
