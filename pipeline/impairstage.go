@@ -301,32 +301,24 @@ func (p *Pipeline) ImpairStats() (out []impair.Counter, held int) {
 	return out, p.heldPackets()
 }
 
-// impairGenerated counts the frames the impair stages made.
-func (p *Pipeline) impairGenerated() uint64 {
-	var n uint64
+// impairCounts sums over the workers the packets the impair stages hold
+// and the frames they made.
+func (p *Pipeline) impairCounts() (held int, generated uint64) {
 	for _, w := range p.Workers {
-		w.do("impairment frames made", func() bool {
+		w.do("impairment counts", func() bool {
 			if w.imp != nil {
-				n += w.imp.generated
+				held, generated = held+w.imp.n, generated+w.imp.generated
 			}
 			return true
 		})
 	}
-	return n
+	return held, generated
 }
 
-// heldPackets counts the packets the impair stage holds on every worker.
+// heldPackets counts the packets the impair stages hold.
 func (p *Pipeline) heldPackets() int {
-	n := 0
-	for _, w := range p.Workers {
-		w.do("impairment hold count", func() bool {
-			if w.imp != nil {
-				n += w.imp.n
-			}
-			return true
-		})
-	}
-	return n
+	held, _ := p.impairCounts()
+	return held
 }
 
 // initImpair installs the spec's rules before the workers start.

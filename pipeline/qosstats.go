@@ -206,7 +206,7 @@ func (p *Pipeline) Queued() uint64 {
 // themselves (PFC, PFC storms, duplicates), which the PMD counts as
 // transmitted.
 func (p *Pipeline) Generated() uint64 {
-	n := p.impairGenerated()
+	_, n := p.impairCounts()
 	for _, w := range p.Workers {
 		_, in := w.qosStats()
 		for _, s := range in {
