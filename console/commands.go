@@ -847,6 +847,7 @@ func (s *Shell) showPFC(w []string, jsonOut bool) (string, error) {
 		PausedNs  int64             `json:"paused_ns"`
 		TxXOFF    uint64            `json:"tx_xoff"`
 		TxXON     uint64            `json:"tx_xon"`
+		TxPaused  int64             `json:"tx_paused_ns"` // time our XOFFs paused the partner
 		Watchdog  pipeline.Watchdog `json:"watchdog"`
 		WDEnabled bool              `json:"watchdog_enabled"`
 		WDAction  string            `json:"watchdog_action"`
@@ -872,7 +873,7 @@ func (s *Shell) showPFC(w []string, jsonOut bool) (string, error) {
 			tc := cfg.PrioToTC[i]
 			watched := cfg.Watchdog.Enabled && cfg.TC[tc].Lossless && cfg.Watchdog.Off&(1<<tc) == 0 && tcToPrio[tc] == uint8(i)
 			po.Prios = append(po.Prios, prio{Priority: i, RxFrames: p.RxFrames[i], RxXOFF: p.RxXOFF[i], RxXON: p.RxXON[i], PausedNs: p.PausedNs[i],
-				TxXOFF: p.TxXOFF[i], TxXON: p.TxXON[i], Watchdog: p.Watchdog[tc], WDEnabled: watched, WDAction: cfg.Watchdog.ActionOf(tc).String()})
+				TxXOFF: p.TxXOFF[i], TxXON: p.TxXON[i], TxPaused: p.TxPausedNs[i], Watchdog: p.Watchdog[tc], WDEnabled: watched, WDAction: cfg.Watchdog.ActionOf(tc).String()})
 		}
 		out = append(out, po)
 	}
@@ -883,7 +884,7 @@ func (s *Shell) showPFC(w []string, jsonOut bool) (string, error) {
 	for _, po := range out {
 		fmt.Fprintf(&b, "PFC on port %s: %s; 802.3x PAUSE received %d; PFC frames sent %d (failed %d)\n", po.Port, po.Mode, po.RxPause, po.TxFrames, po.TxFailed)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  PRIO\tRX\tRX-XOFF\tRX-XON\tPAUSED-MS\tTX-XOFF\tTX-XON\tWATCHDOG\tSTORMS\tRESTORED\tDROPPED\tSTATE")
+		fmt.Fprintln(tw, "  PRIO\tRX\tRX-XOFF\tRX-XON\tPAUSED-MS\tTX-XOFF\tTX-XON\tTX-PAUSED-MS\tWATCHDOG\tSTORMS\tRESTORED\tDROPPED\tSTATE")
 		for _, p := range po.Prios {
 			wd := "off"
 			if p.WDEnabled {
@@ -893,8 +894,8 @@ func (s *Shell) showPFC(w []string, jsonOut bool) (string, error) {
 			if p.WDEnabled {
 				state = map[bool]string{true: "storm", false: "ok"}[p.Watchdog.InStorm]
 			}
-			fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%.3f\t%d\t%d\t%s\t%d\t%d\t%d\t%s\n", p.Priority, p.RxFrames, p.RxXOFF, p.RxXON, float64(p.PausedNs)/1e6,
-				p.TxXOFF, p.TxXON, wd, p.Watchdog.StormsDetected, p.Watchdog.StormsRestored, p.Watchdog.Dropped, state)
+			fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%.3f\t%d\t%d\t%.3f\t%s\t%d\t%d\t%d\t%s\n", p.Priority, p.RxFrames, p.RxXOFF, p.RxXON, float64(p.PausedNs)/1e6,
+				p.TxXOFF, p.TxXON, float64(p.TxPaused)/1e6, wd, p.Watchdog.StormsDetected, p.Watchdog.StormsRestored, p.Watchdog.Dropped, state)
 		}
 		tw.Flush()
 	}

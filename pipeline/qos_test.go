@@ -156,7 +156,7 @@ func TestQoSShapedEgress(t *testing.T) {
 	if xoff == 0 || xon != 1 || len(back) == 0 || !isXON(back[len(back)-1]) {
 		t.Errorf("PFC frames sent to the input port: %d XOFF, %d XON (want some XOFF then one XON last)", xoff, xon)
 	}
-	if pp := pfc[inID]; pp == nil || pp.TxXOFF[3] != uint64(xoff) || pp.TxXON[3] != 1 {
+	if pp := pfc[inID]; pp == nil || pp.TxXOFF[3] != uint64(xoff) || pp.TxXON[3] != 1 || pp.TxPausedNs[3] <= 0 {
 		t.Errorf("PFC stats of the input port %+v, want %d XOFF and 1 XON on priority 3", pfc[inID], xoff)
 	}
 }

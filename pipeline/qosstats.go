@@ -56,6 +56,9 @@ func (qs *qosStage) publish(now int64) {
 		p.owner = in.pfcTx != nil
 		if p.owner {
 			p.tx = in.pfcTx.Stats()
+			for prio := range uint8(qos.NumTC) {
+				p.tx.PausedNs[prio] = in.pfcTx.PausedNanos(prio, now)
+			}
 		}
 		p.sent, p.failed = in.sent, in.failed
 	}
@@ -94,13 +97,16 @@ type PortPFC struct {
 	PausedNs [qos.NumTC]int64  `json:"paused_ns"`
 	// Pauses counts ended pauses per priority by duration (upper bounds
 	// qos.PauseBuckets, then longer); PauseNs is their total time.
-	Pauses   [qos.NumTC][len(qos.PauseBuckets) + 1]uint64 `json:"pause_durations"`
-	PauseNs  [qos.NumTC]int64                             `json:"pause_ns_ended"`
-	TxXOFF   [qos.NumTC]uint64                            `json:"tx_xoff"`
-	TxXON    [qos.NumTC]uint64                            `json:"tx_xon"`
-	TxFrames uint64                                       `json:"tx_frames"`
-	TxFailed uint64                                       `json:"tx_failed"` // frames that found no mbuf or tx room
-	Watchdog [qos.NumTC]Watchdog                          `json:"watchdog"`
+	Pauses  [qos.NumTC][len(qos.PauseBuckets) + 1]uint64 `json:"pause_durations"`
+	PauseNs [qos.NumTC]int64                             `json:"pause_ns_ended"`
+	TxXOFF  [qos.NumTC]uint64                            `json:"tx_xoff"`
+	// TxPausedNs is the time roce-fwd's XOFFs kept the link partner
+	// paused, per priority (from each pause's first XOFF to its XON).
+	TxPausedNs [qos.NumTC]int64    `json:"tx_paused_ns"`
+	TxXON      [qos.NumTC]uint64   `json:"tx_xon"`
+	TxFrames   uint64              `json:"tx_frames"`
+	TxFailed   uint64              `json:"tx_failed"` // frames that found no mbuf or tx room
+	Watchdog   [qos.NumTC]Watchdog `json:"watchdog"`
 }
 
 // Watchdog is one TC's PFC watchdog.
@@ -179,6 +185,7 @@ func (p *Pipeline) QoS() (map[uint16][]TCQoS, map[uint16]*PortPFC) {
 				pp.PauseNs[i] += s.rx.PauseNs[i]
 				pp.PausedNs[i] = max(pp.PausedNs[i], s.paused[i])
 				pp.TxXOFF[i] += s.tx.XOFF[i]
+				pp.TxPausedNs[i] += s.tx.PausedNs[i]
 				pp.TxXON[i] += s.tx.XON[i]
 			}
 			pp.RxPause += s.rx.Pause

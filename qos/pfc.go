@@ -348,6 +348,10 @@ type PFCTxStats struct {
 	Refresh [NumTC]uint64 // of those, refreshes
 	XON     [NumTC]uint64
 	Frames  uint64
+	// PausedNs is the time each priority spent paused by us, from the
+	// XOFF that began a pause to the XON that ended it (PausedNanos adds
+	// the pause under way).
+	PausedNs [NumTC]int64
 }
 
 // PFCTx decides when an ingress port must pause its link partner. The
@@ -368,6 +372,7 @@ type PFCTx struct {
 	refresh int64
 	bytes   [NumTC]uint64
 	sentAt  [NumTC]int64
+	from    [NumTC]int64 // when the pause under way began
 	st      PFCTxStats
 }
 
@@ -448,10 +453,12 @@ func (t *PFCTx) Check(now int64) (f PFCFrame, send bool) {
 		case t.xoffSet&bit == 0:
 			if b >= t.xoff {
 				t.xoffSet |= bit
+				t.from[p] = now
 				t.sendXOFF(&f, p, now)
 			}
 		case b <= t.xon:
 			t.xoffSet &^= bit
+			t.st.PausedNs[p] += now - t.from[p]
 			f.ClassEnable |= bit
 			f.Quanta[p] = 0
 			t.st.XON[p]++
@@ -476,3 +483,13 @@ func (t *PFCTx) sendXOFF(f *PFCFrame, p int, now int64) {
 
 // Stats returns the counters.
 func (t *PFCTx) Stats() PFCTxStats { return t.st }
+
+// PausedNanos is the time priority prio has spent paused by us up to now.
+func (t *PFCTx) PausedNanos(prio uint8, now int64) int64 {
+	p := prio & 7
+	n := t.st.PausedNs[p]
+	if t.xoffSet&(1<<p) != 0 {
+		n += now - t.from[p]
+	}
+	return n
+}

@@ -174,6 +174,9 @@ func TestPFCTxXoffRefreshXon(t *testing.T) {
 	if tx.XOFFMask() != 1<<3 {
 		t.Error("XOFF state not recorded")
 	}
+	if got := tx.PausedNanos(3, now+1000); got != 1000 {
+		t.Errorf("paused by us %d ns into the pause, want 1000", got)
+	}
 	if _, send := tx.Check(now + refresh - 1); send {
 		t.Error("refresh before half the pause time")
 	}
@@ -198,6 +201,11 @@ func TestPFCTxXoffRefreshXon(t *testing.T) {
 		t.Error("XON sent twice")
 	}
 	st := tx.Stats()
+	// The partner was paused from the first XOFF to the XON, refreshes
+	// and all.
+	if st.PausedNs[3] != 2*refresh+1 || tx.PausedNanos(3, now+10*refresh) != 2*refresh+1 {
+		t.Errorf("paused by us %d ns (%d now), want %d", st.PausedNs[3], tx.PausedNanos(3, now+10*refresh), 2*refresh+1)
+	}
 	if st.XOFF[3] != 3 || st.Refresh[3] != 2 || st.XON[3] != 1 || st.Frames != 4 {
 		t.Errorf("stats %+v", st)
 	}

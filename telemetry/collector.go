@@ -65,6 +65,7 @@ type collector struct {
 	qosDropped, qosDepth, qosMaxDepth, qosPaused                 metric
 
 	pfcMode, pfcRxFrames, pfcRxXOFF, pfcRxXON, pfcPaused, pfcTxXOFF, pfcTxXON metric
+	pfcTxPaused                                                               metric
 	pfcRxPause, pfcTxFrames, pfcTxFailed                                      metric
 	wdDetected, wdRestored, wdDropped, wdInStorm                              metric
 
@@ -143,6 +144,7 @@ func NewCollector(src Source) prometheus.Collector {
 		pfcRxXOFF:   counter("pfc_rx_xoff_frames_total", "PFC frames received that paused the priority.", prio...),
 		pfcRxXON:    counter("pfc_rx_xon_frames_total", "PFC frames received that resumed the priority.", prio...),
 		pfcPaused:   counter("pfc_paused_seconds_total", "Time the link partner kept the priority paused.", prio...),
+		pfcTxPaused: counter("pfc_tx_paused_seconds_total", "Time roce-fwd's XOFFs kept the link partner's priority paused.", prio...),
 		pfcTxXOFF:   counter("pfc_tx_xoff_frames_total", "PFC frames sent to pause the priority.", prio...),
 		pfcTxXON:    counter("pfc_tx_xon_frames_total", "PFC frames sent to resume the priority.", prio...),
 		pfcRxPause:  counter("pfc_rx_pause_frames_total", "802.3x PAUSE frames received.", rp...),
@@ -207,7 +209,7 @@ func (c *collector) metrics() []metric {
 		c.lcorePackets, c.lcoreBusy, c.lcoreBursts, c.lcoreEmpty, c.tscHz,
 		c.qosEnqPackets, c.qosEnqBytes, c.qosTxPackets, c.qosTxBytes, c.qosECN,
 		c.qosDropped, c.qosDepth, c.qosMaxDepth, c.qosPaused,
-		c.pfcMode, c.pfcRxFrames, c.pfcRxXOFF, c.pfcRxXON, c.pfcPaused, c.pfcTxXOFF, c.pfcTxXON,
+		c.pfcMode, c.pfcRxFrames, c.pfcRxXOFF, c.pfcRxXON, c.pfcPaused, c.pfcTxXOFF, c.pfcTxXON, c.pfcTxPaused,
 		c.pfcRxPause, c.pfcTxFrames, c.pfcTxFailed,
 		c.wdDetected, c.wdRestored, c.wdDropped, c.wdInStorm,
 		c.roceFrames, c.roceBytes, c.roceRoCEFrames, c.roceRoCEBytes, c.roceOther, c.roceIP,
@@ -339,6 +341,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			u(c.pfcRxXOFF, p.RxXOFF[i], l...)
 			u(c.pfcRxXON, p.RxXON[i], l...)
 			emit(c.pfcPaused, seconds(p.PausedNs[i]), l...)
+			emit(c.pfcTxPaused, seconds(p.TxPausedNs[i]), l...)
 			u(c.pfcTxXOFF, p.TxXOFF[i], l...)
 			u(c.pfcTxXON, p.TxXON[i], l...)
 			wd := p.Watchdog[i]

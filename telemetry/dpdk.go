@@ -183,7 +183,7 @@ func pfcReply(r daemon.Report, params string) (any, error) {
 			"paused_ns": paused, "tx_xoff": p.TxXOFF, "tx_xon": p.TxXON, "tx_frames": p.TxFrames, "tx_failed": p.TxFailed,
 			"watchdog_storms_detected": detected, "watchdog_storms_restored": restored,
 			"watchdog_dropped": wdDropped, "watchdog_in_storm": inStorm,
-			"pause_durations": p.Pauses, "pause_duration_bounds_ns": qos.PauseBuckets, "pause_ns_ended": p.PauseNs,
+			"tx_paused_ns": p.TxPausedNs, "pause_durations": p.Pauses, "pause_duration_bounds_ns": qos.PauseBuckets, "pause_ns_ended": p.PauseNs,
 		}
 	}
 	return out, nil
