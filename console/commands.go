@@ -150,7 +150,7 @@ func commands() []*Command {
 			Run: func(s *Shell, w []string, j bool) (string, error) { return s.showVictims(w, j, "held") }},
 		{Syntax: "show ecn marks [top <n>]", Section: "qos", Help: "the QPs whose packets roce-fwd's WRED-ECN marked CE, and how many",
 			Run: func(s *Shell, w []string, j bool) (string, error) { return s.showVictims(w, j, "marked") }},
-		{Syntax: "show pfc history [<port>|all]", Section: "qos", Help: "the link partner's last pauses: priority, start, duration, XOFF frames, ended by XON or run out",
+		{Syntax: "show pfc history [<port>|all]", Section: "qos", Help: "the link partner's last pauses (priority, TC, start, duration, XOFF frames, ended by XON or run out) and the watchdog's storms",
 			Run: (*Shell).showPFCHistory},
 		{Syntax: "set qos ecn <port> <tc> min <size> max <size> prob <p>", Section: "qos", Help: "set a TC's WRED-ECN profile (sizes like 150KB, 1.5MB)",
 			Run: (*Shell).setQoSECN},

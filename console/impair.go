@@ -124,7 +124,14 @@ func (s *Shell) showPFCHistory(w []string, j bool) (string, error) {
 	}
 	var b strings.Builder
 	for _, h := range hist {
-		fmt.Fprintf(&b, "port %s: %d pauses\n", h.Port, len(h.Pauses))
+		fmt.Fprintf(&b, "port %s: %d pauses, %d watchdog storms\n", h.Port, len(h.Pauses), len(h.Storms))
+		for _, st := range h.Storms {
+			end := "ongoing"
+			if st.Restored != 0 {
+				end = "restored at " + time.Unix(0, st.Restored).Format("15:04:05.000000") + " after " + time.Duration(st.Restored-st.Detected).String()
+			}
+			fmt.Fprintf(&b, "  storm on TC %d (lcore %d, action %s): detected at %s, %s\n", st.TC, st.Lcore, st.Action, time.Unix(0, st.Detected).Format("15:04:05.000000"), end)
+		}
 		if len(h.Pauses) == 0 {
 			continue
 		}

@@ -70,6 +70,7 @@ type Daemon struct {
 	pdump        bool        // rte_pdump_init served dpdk-dumpcap
 	sd           sdState     // systemd notifications (notify.go)
 	imp          impairState // impairment rules (impair.go)
+	storms       stormLog    // the PFC watchdog's storms (qos.go)
 	base         baseline
 }
 

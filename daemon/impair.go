@@ -205,10 +205,12 @@ func (d *Daemon) impairRules() ([]ImpairRule, int) {
 	return out, held
 }
 
-// PortPauses is a port's pause history.
+// PortPauses is a port's pause history: the link partner's pauses and the
+// storms the watchdog declared on its egress TCs.
 type PortPauses struct {
 	Port   string             `json:"port"`
 	Pauses []qos.PauseEpisode `json:"pauses"`
+	Storms []StormEpisode     `json:"storms"`
 }
 
 // PFCHistory is the pause history of the ports the QoS stage watches
@@ -224,7 +226,7 @@ func (d *Daemon) PFCHistory(ports []int) ([]PortPauses, error) {
 		if ports != nil && !slices.Contains(ports, int(p.ID)) {
 			continue
 		}
-		out = append(out, PortPauses{Port: p.Name, Pauses: d.Pipe.PFCHistory(uint16(p.ID))})
+		out = append(out, PortPauses{Port: p.Name, Pauses: d.Pipe.PFCHistory(uint16(p.ID)), Storms: d.storms.of(p.Name)})
 	}
 	return out, nil
 }

@@ -5,7 +5,9 @@ import (
 
 	"path/filepath"
 	"roce-fwd/config"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"roce-fwd/dpdk"
@@ -155,11 +157,63 @@ func (d *Daemon) logEvents() {
 				"port", port, "tc", e.TC, "lcore", e.Lcore, "at", at)
 		case pipeline.EventStormDetected:
 			d.log.Warn("PFC storm detected", "port", port, "tc", e.TC, "action", e.Action.String(), "lcore", e.Lcore, "at", at)
+			d.storms.record(e, port)
 		default:
 			d.log.Info("PFC storm restored", "port", port, "tc", e.TC, "action", e.Action.String(), "lcore", e.Lcore, "at", at)
+			d.storms.record(e, port)
 		}
 	}
 	if lost > 0 {
 		d.log.Warn("QoS events lost (their counters are exact)", "events", lost)
 	}
+}
+
+// StormEpisode is one PFC storm the watchdog declared on a TC: when it
+// was detected and when restored (0: still on).
+type StormEpisode struct {
+	Port     string `json:"port"`
+	TC       uint8  `json:"tc"`
+	Action   string `json:"action"`
+	Lcore    int    `json:"lcore"`
+	Detected int64  `json:"detected_ns"` // unix ns
+	Restored int64  `json:"restored_ns,omitempty"`
+}
+
+// stormLog keeps the last storms, for show pfc history.
+type stormLog struct {
+	mu   sync.Mutex
+	list []StormEpisode
+}
+
+const stormLogLen = 256
+
+func (s *stormLog) record(e pipeline.Event, port string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.Kind == pipeline.EventStormDetected {
+		if len(s.list) == stormLogLen {
+			s.list = slices.Delete(s.list, 0, 1)
+		}
+		s.list = append(s.list, StormEpisode{Port: port, TC: e.TC, Action: e.Action.String(), Lcore: e.Lcore, Detected: e.At})
+		return
+	}
+	for i := len(s.list) - 1; i >= 0; i-- {
+		if st := &s.list[i]; st.Port == port && st.TC == e.TC && st.Lcore == e.Lcore && st.Restored == 0 {
+			st.Restored = e.At
+			return
+		}
+	}
+}
+
+// of returns the storms of port, oldest first.
+func (s *stormLog) of(port string) []StormEpisode {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []StormEpisode
+	for _, st := range s.list {
+		if st.Port == port {
+			out = append(out, st)
+		}
+	}
+	return out
 }

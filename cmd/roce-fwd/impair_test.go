@@ -94,7 +94,7 @@ rules = ["port in rx class cnp action drop"]
 		t.Errorf("show impair stats:\n%s", stats)
 	}
 	// The demo traffic carries no pause frames: the history is empty.
-	if h := r.must("show pfc history all"); !strings.Contains(h, "port in: 0 pauses") || !strings.Contains(h, "port out: 0 pauses") {
+	if h := r.must("show pfc history all"); !strings.Contains(h, "port in: 0 pauses, 0 watchdog storms") || !strings.Contains(h, "port out: 0 pauses") {
 		t.Errorf("show pfc history:\n%s", h)
 	}
 	r.must("impair del 1")
