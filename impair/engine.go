@@ -37,8 +37,9 @@ type match struct {
 	port           int16 // -1: any
 	dir            Dir
 	tc             int8 // -1: any
+	dscp           int8 // -1: any
 	slow           bool // addresses or ECN/payload conditions: see compiled.matches
-	_              [15]byte
+	_              [14]byte
 }
 
 // compiled is a rule in the form the data path tests.
@@ -117,7 +118,7 @@ func Compile(rules []Rule, seed uint64, workers int) (*Set, error) {
 		if c.seed == 0 {
 			c.seed = seed
 		}
-		c.m = match{qpSpan: ^uint32(0), psnSpan: ^uint32(0), classes: ^Class(0), port: int16(r.Port), dir: r.Dir, tc: int8(r.TC),
+		c.m = match{qpSpan: ^uint32(0), psnSpan: ^uint32(0), classes: ^Class(0), port: int16(r.Port), dir: r.Dir, tc: int8(r.TC), dscp: int8(r.DSCP),
 			slow: c.src.set || c.dst.set || c.needECT || c.needECN || c.needPayload}
 		if r.QP != nil {
 			c.m.qpLo, c.m.qpSpan = r.QP.Lo, r.QP.Hi-r.QP.Lo
@@ -301,7 +302,7 @@ func (w *Worker) apply(rxPort, txPort uint16, frame []byte, r *roce.Result, now 
 		i := bits.TrailingZeros64(c)
 		m := &w.m[i]
 		if m.classes&cls == 0 || r.DestQP-m.qpLo > m.qpSpan || r.PSN-m.psnLo > m.psnSpan ||
-			m.tc >= 0 && uint8(m.tc) != r.TC || m.port >= 0 && !m.onPort(rxPort, txPort) {
+			m.tc >= 0 && uint8(m.tc) != r.TC || m.dscp >= 0 && uint8(m.dscp) != r.DSCP || m.port >= 0 && !m.onPort(rxPort, txPort) {
 			continue
 		}
 		if m.slow && !w.set.rules[i].matches(frame, r) {

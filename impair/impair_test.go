@@ -25,6 +25,7 @@ type pkt struct {
 	qp, psn  uint32
 	op       roce.Opcode
 	ecn      uint8
+	dscp     uint8
 	syn      roce.AETHSyndrome
 	payload  int
 }
@@ -36,7 +37,7 @@ func frame(t testing.TB, p pkt) ([]byte, roce.Result) {
 	}
 	spec := roce.FrameSpec{
 		IPv6:  netip.MustParseAddr(p.src).Is6(),
-		SrcIP: netip.MustParseAddr(p.src), DstIP: netip.MustParseAddr(p.dst), ECN: p.ecn,
+		SrcIP: netip.MustParseAddr(p.src), DstIP: netip.MustParseAddr(p.dst), ECN: p.ecn, DSCP: p.dscp,
 		BTH:     roce.BTHFields{Opcode: p.op, DestQP: p.qp, PSN: p.psn, PKey: 0xffff},
 		Ext:     roce.ExtFields{Syndrome: p.syn, DMALength: 64},
 		Payload: make([]byte, p.payload),
@@ -101,7 +102,7 @@ func TestParseRoundTrip(t *testing.T) {
 	for _, line := range []string{
 		"action drop",
 		"port 0 rx qp 0x11 action drop count 1",
-		"port 1 tx src 10.0.0.0/8 dst 2001:db8::/32 tc 3 qp 0x100-0x1ff class data,cnp psn 100-200 every 7 probability 0.25 action drop burst 3 count 9 for 5s seed 42",
+		"port 1 tx src 10.0.0.0/8 dst 2001:db8::/32 tc 3 dscp 26 qp 0x100-0x1ff class data,cnp psn 100-200 every 7 probability 0.25 action drop burst 3 count 9 for 5s seed 42",
 		"class ack,nak action delay 200µs jitter 50µs",
 		"class read_request action reorder 3",
 		"qp 0x5 action rate_limit 1000",
@@ -143,6 +144,7 @@ func TestParseErrors(t *testing.T) {
 		"psn x action drop":           `psn "x"`,
 		"class bogus action drop":     `class "bogus": want data, send`,
 		"tc 8 action drop":            "want 0-7",
+		"dscp 64 action drop":         "want 0-63",
 		"probability 1.5 action drop": "(0, 1]",
 		"probability 0 action drop":   "(0, 1]",
 		"every 0 action drop":         "above 0",
@@ -481,6 +483,19 @@ func TestParseStorm(t *testing.T) {
 	} {
 		if _, err := ParseStorm(strings.Fields(line), ports); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", line, err, want)
+		}
+	}
+}
+
+func TestDSCPAndTC(t *testing.T) {
+	w := worker(t, 1, "dscp 26 action drop", "tc 6 action delay 1ms")
+	for _, c := range []struct {
+		dscp uint8
+		want Action
+	}{{26, ActDrop}, {48, ActDelay}, {0, 0}} { // the default map: TC = DSCP >> 3
+		f, r := frame(t, pkt{qp: 1, op: sendOnly, dscp: c.dscp})
+		if v := w.Apply(0, 1, f, &r, 1); v.Act != c.want {
+			t.Errorf("DSCP %d (TC %d): %s, want %s", c.dscp, r.TC, v.Act, c.want)
 		}
 	}
 }

@@ -149,7 +149,8 @@ type Rule struct {
 	Dir     Dir           `json:"-"`
 	Src     netip.Prefix  `json:"-"`
 	Dst     netip.Prefix  `json:"-"`
-	TC      int           `json:"tc"` // -1: any
+	TC      int           `json:"tc"`   // -1: any
+	DSCP    int           `json:"dscp"` // -1: any
 	QP      *Range        `json:"qp,omitempty"`
 	PSN     *Range        `json:"psn,omitempty"`
 	Classes Class         `json:"-"`
@@ -223,6 +224,9 @@ func (r Rule) String() string {
 	if r.TC >= 0 {
 		w("tc %d", r.TC)
 	}
+	if r.DSCP >= 0 {
+		w("dscp %d", r.DSCP)
+	}
 	if r.QP != nil {
 		w("qp %s", r.QP)
 	}
@@ -270,7 +274,7 @@ func (r Rule) String() string {
 }
 
 // Syntax is the rule grammar, for help texts.
-const Syntax = "[port <port>] [rx|tx] [src <prefix>] [dst <prefix>] [tc <n>] [qp <n>[-<m>]] " +
+const Syntax = "[port <port>] [rx|tx] [src <prefix>] [dst <prefix>] [tc <n>] [dscp <n>] [qp <n>[-<m>]] " +
 	"[class <c>[,<c>...]] [psn <n>[-<m>]] [every <n>] [probability <p>] " +
 	"action drop|set_ce|clear_ecn|corrupt_icrc|corrupt_payload|delay <d> [jitter <d>]|reorder <k>|rate_limit <pps>|duplicate " +
 	"[burst <k>] [count <n>] [for <d>] [seed <s>]"
@@ -282,7 +286,7 @@ const MaxHold = time.Second
 // Parse reads a rule from its words (Syntax). port resolves a port name or
 // number.
 func Parse(words []string, port func(string) (uint16, error)) (Rule, error) {
-	r := Rule{Port: -1, TC: -1}
+	r := Rule{Port: -1, TC: -1, DSCP: -1}
 	val := func(i int) (string, error) {
 		if i+1 >= len(words) {
 			return "", fmt.Errorf("%s needs a value", words[i])
@@ -327,6 +331,12 @@ func Parse(words []string, port func(string) (uint16, error)) (Rule, error) {
 				return r, fmt.Errorf("tc %q: want 0-7", v)
 			}
 			r.TC = int(n)
+		case "dscp":
+			n, err := strconv.ParseUint(v, 0, 8)
+			if err != nil || n > 63 {
+				return r, fmt.Errorf("dscp %q: want 0-63", v)
+			}
+			r.DSCP = int(n)
 		case "qp":
 			q, err := parseRange(v, 1<<24-1)
 			if err != nil {
