@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"roce-fwd/dpdk"
 	"roce-fwd/impair"
 	"roce-fwd/roce"
-	"unsafe"
 )
 
 // ImpairSpec configures the impair stage (roce mode only).
@@ -16,7 +16,7 @@ type ImpairSpec struct {
 	Rules []impair.Rule
 	Seed  uint64 // for rules without their own seed
 	Hold  int    // packets a worker may hold back (delay, reorder); 0: DefaultImpairHold
-	// Pools are where PFC/PAUSE storm frames come from, per socket.
+	// Pools are where storm frames and duplicates come from, per socket.
 	Pools map[int]*dpdk.Mempool
 }
 
@@ -28,8 +28,8 @@ const DefaultImpairHold = 4096
 // later packets it lets go first: when they do not come, it leaves anyway.
 const reorderWait = 10_000_000 // ns
 
-// impairStage is a worker's impairment rules and the packets they hold
-// back, in the order they were held.
+// impairStage is a worker's impairment rules, the packets they hold back
+// (in the order they were held), its PFC storms and its duplicates.
 type impairStage struct {
 	eng  *impair.Worker // nil: no rules (the stage stays while it holds packets)
 	held []heldPkt
@@ -46,11 +46,12 @@ type impairStage struct {
 	dupMbufs []*dpdk.Mbuf
 	pool     *dpdk.Mempool
 	// generated counts the frames the stage made: storm frames and
-	// duplicates (received = sent + dropped + held - generated).
+	// duplicates (received + generated = sent + dropped + held).
 	generated uint64
 }
 
-// heldPkt is a packet held back by a delay or a reorder rule.
+// heldPkt is a packet held back by a delay or a reorder rule, or a
+// duplicate waiting for the end of the poll.
 type heldPkt struct {
 	m       uintptr // the mbuf's handle
 	tx      int32   // the tx queue it leaves by
@@ -61,7 +62,8 @@ type heldPkt struct {
 
 // impairPass runs the impairment rules over the burst's packets still on
 // their way out: a rule drops a packet (under its own impair_* reason,
-// never mixed with real drops), holds it back, or changes it in place.
+// never mixed with real drops), holds it back, duplicates it, or changes
+// it in place.
 func (w *Worker) impairPass(b *burst) {
 	is := w.imp
 	rx, tx := w.rx[b.src].port, w.step.Txq[b.tx].Port
