@@ -145,14 +145,18 @@ func qosReply(r daemon.Report, params string) (any, error) {
 		a := func() []uint64 { return make([]uint64, n) }
 		enqP, enqB, txP, txB, ecn := a(), a(), a(), a(), a()
 		tail, wred, wd, overflow, depth, maxDepth, paused := a(), a(), a(), a(), a(), a(), a()
+		share := make([]float64, n) // of the packets queued, the share marked CE, since the start
 		for i, t := range tcs {
+			if t.EnqueuedPackets > 0 {
+				share[i] = float64(t.ECNMarked) / float64(t.EnqueuedPackets)
+			}
 			enqP[i], enqB[i], txP[i], txB[i], ecn[i] = t.EnqueuedPackets, t.EnqueuedBytes, t.TxPackets, t.TxBytes, t.ECNMarked
 			tail[i], wred[i], wd[i], overflow[i] = t.Dropped.Tail, t.Dropped.WRED, t.Dropped.Watchdog, t.Dropped.LosslessOverflow
 			depth[i], maxDepth[i], paused[i] = t.DepthBytes, t.MaxDepthBytes, uint64(max(t.PausedNs, 0))
 		}
 		out[name] = dict{
 			"enqueued_packets": enqP, "enqueued_bytes": enqB, "tx_packets": txP, "tx_bytes": txB,
-			"ecn_marked": ecn, "drop_tail": tail, "drop_wred": wred, "drop_watchdog": wd,
+			"ecn_marked": ecn, "ce_marked_share": share, "drop_tail": tail, "drop_wred": wred, "drop_watchdog": wd,
 			"drop_lossless_overflow": overflow, "depth_bytes": depth, "max_depth_bytes": maxDepth, "paused_ns": paused,
 		}
 	}
