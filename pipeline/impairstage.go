@@ -383,16 +383,10 @@ func (w *Worker) stormTx() {
 		// A frame a poll: a late poll catches up over the next ones, so
 		// the storm sends its count of frames unless the worker stalls.
 		s.next += s.every
-		txq := &w.step.Txq[s.tx]
-		m := s.pool.Alloc()
-		if m == nil || txq.Room() == 0 || m.SetData(s.frame[:s.n]) != nil {
-			if m != nil {
-				w.step.Drop(m)
-			}
+		if !w.sendFrame(s.tx, s.pool, s.frame[:s.n]) {
 			s.failed++
 			continue
 		}
-		txq.Push(m)
 		s.sent++
 		is.generated++
 	}

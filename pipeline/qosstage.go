@@ -544,26 +544,32 @@ func (w *Worker) settlePFC(in *ingress, now int64) {
 // sendPFC transmits a PFC frame out of ingress port in, ahead of the
 // egress queues (MAC control frames are not queued behind data).
 func (w *Worker) sendPFC(in *ingress, f *qos.PFCFrame) {
-	txq := &w.step.Txq[in.txq]
-	if txq.Room() == 0 || in.pool == nil {
-		in.failed++
-		return
-	}
 	n, err := f.Build(in.frame[:], in.mac)
-	if err != nil {
+	if err != nil || !w.sendFrame(in.txq, in.pool, in.frame[:n]) {
 		in.failed++
 		return
 	}
-	m := in.pool.Alloc()
-	if m == nil || m.SetData(in.frame[:n]) != nil {
-		if m != nil {
-			w.step.Drop(m)
-		}
-		in.failed++
-		return
+	in.sent++
+}
+
+// sendFrame transmits a frame the worker built (PFC, a storm's) out of tx
+// queue tx, ahead of what the QoS queues hold, in an mbuf from pool. It
+// reports false when there was no mbuf or no room.
+func (w *Worker) sendFrame(tx int, pool *dpdk.Mempool, frame []byte) bool {
+	txq := &w.step.Txq[tx]
+	if txq.Room() == 0 || pool == nil {
+		return false
+	}
+	m := pool.Alloc()
+	if m == nil {
+		return false
+	}
+	if m.SetData(frame) != nil {
+		w.step.Drop(m)
+		return false
 	}
 	txq.Push(m)
-	in.sent++
+	return true
 }
 
 // drainTimeout bounds how long a stopping worker keeps sending what its
