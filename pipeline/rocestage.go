@@ -94,7 +94,6 @@ func (w *Worker) classifyPass(b *burst) {
 		b.frame[j], b.size[j] = frame, uint32(n)
 		r := &b.res[j]
 		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
-		b.qslot[j] = -1
 		if r.RoCE && r.Err == roce.ReasonNone {
 			st.AddRoCE(r, n)
 			if qp != nil {
@@ -102,8 +101,11 @@ func (w *Worker) classifyPass(b *burst) {
 			}
 			continue
 		}
-		if r.Err == roce.ErrBadICRC && qp != nil {
-			b.qslot[j] = qp.Add(batch, j, frame, r, n)
+		if qp != nil { // qslot is read only with a QP table
+			b.qslot[j] = -1
+			if r.Err == roce.ErrBadICRC {
+				b.qslot[j] = qp.Add(batch, j, frame, r, n)
+			}
 		}
 		w.roceOther(b, j, frame)
 	}
