@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -342,38 +343,94 @@ func underlying(p config.Port) string {
 	return ""
 }
 
-// followLinks mirrors the link state of the ports' underlying interfaces
-// onto their TAPs: a port whose wire goes down takes its TAP down, so the
-// kernel (and a routing daemon with it) withdraws the routes through it.
+// followLinks mirrors the link state of the ports onto their TAPs: a
+// port whose wire goes down takes its TAP down, so the kernel (and a
+// routing daemon with it) withdraws the routes through it. A
+// net_af_packet port's interface is followed through netlink; any other
+// port (a NIC DPDK drives) by the link state DPDK reports, polled.
 func (d *Daemon) followLinks(ctx context.Context, ifcs []linuxcp.Interface) error {
 	tapOf := map[string]linuxcp.Interface{}
 	var names []string
+	polled := map[string]linuxcp.Interface{}
 	for _, ifc := range ifcs {
 		i, _ := d.Cfg.PortByName(ifc.Port)
 		if u := underlying(d.Cfg.Ports[i]); u != "" {
 			tapOf[u] = ifc
 			names = append(names, u)
+		} else {
+			polled[ifc.Port] = ifc
 		}
+	}
+	if len(polled) > 0 {
+		go watchLinks(ctx, slices.Sorted(maps.Keys(polled)), linkPoll, d.portLink, func(port string, up bool) {
+			d.linkChanged(polled[port], "the NIC's link (DPDK)", up)
+		})
 	}
 	if len(names) == 0 {
 		return nil
 	}
 	return linuxcp.FollowLinks(ctx, names, func(name string, up bool) {
-		ifc := tapOf[name]
-		d.log.Info("port link", "port", ifc.Port, "interface", name, "up", up)
-		var err error
-		if up {
-			err = linuxcp.Setup(ifc) // up, with its addresses
-		} else {
-			err = linuxcp.SetUp(ifc.Name, false)
-		}
-		if err != nil {
-			d.log.Warn("exception path", "port", ifc.Port, "err", err)
-		}
-		if !up && d.kernelResync != nil {
-			// The kernel flushed the routes through the TAP without a
-			// word: read its table again.
-			go d.kernelResync()
-		}
+		d.linkChanged(tapOf[name], name, up)
 	}, func(err error) { d.log.Warn("exception path", "err", err) })
+}
+
+// linkChanged takes a port's exception-path TAP up or down with the port's
+// link (via says what told).
+func (d *Daemon) linkChanged(ifc linuxcp.Interface, via string, up bool) {
+	d.log.Info("port link", "port", ifc.Port, "from", via, "up", up)
+	var err error
+	if up {
+		err = linuxcp.Setup(ifc) // up, with its addresses
+	} else {
+		err = linuxcp.SetUp(ifc.Name, false)
+	}
+	if err != nil {
+		d.log.Warn("exception path", "port", ifc.Port, "err", err)
+	}
+	if !up && d.kernelResync != nil {
+		// The kernel flushed the routes through the TAP without a
+		// word: read its table again.
+		go d.kernelResync()
+	}
+}
+
+// linkPoll is how often a NIC's link state is read: a link that flaps
+// faster is seen in its state at these instants.
+const linkPoll = 200 * time.Millisecond
+
+// portLink is the link state DPDK reports for the port named port.
+func (d *Daemon) portLink(port string) (bool, error) {
+	for _, p := range d.Ports.Ports {
+		if p.Name == port {
+			l, err := p.ID.Link(false)
+			return l.Up, err
+		}
+	}
+	return false, fmt.Errorf("port %q: not a port", port)
+}
+
+// watchLinks reads each port's link state every period until ctx ends and
+// calls changed when it differs from the last reading (the first reading
+// counts as a change only when the link is down: the TAPs start up). A
+// port whose state cannot be read is left as it was.
+func watchLinks(ctx context.Context, ports []string, period time.Duration, link func(string) (bool, error), changed func(port string, up bool)) {
+	last := map[string]bool{}
+	for _, p := range ports {
+		last[p] = true
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		for _, p := range ports {
+			if up, err := link(p); err == nil && up != last[p] {
+				last[p] = up
+				changed(p, up)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
