@@ -627,3 +627,58 @@ func TestNetnsLinkDown(t *testing.T) {
 		t.Errorf("drops %v: the pings while the link was down should be no_route", f.Drops)
 	}
 }
+
+// A port that is not an af_packet interface follows the link state DPDK
+// reports: a net_tap data port (whose link is its interface's) taken down
+// takes the port's exception-path TAP down, and up again.
+func TestNetnsLinkDownDPDK(t *testing.T) {
+	n := newNetnsRig(t)
+	data := fmt.Sprintf("rft%d", os.Getpid()%100000)
+	r := &daemonRig{t: t, sock: filepath.Join(n.dir, "console.sock"), cfgPath: filepath.Join(n.dir, "rf.toml"),
+		prefix: fmt.Sprintf("rf-cmd-%d-netns-tap", os.Getpid()), stderr: &syncBuffer{}}
+	r.writeConfig(fmt.Sprintf(`[eal]
+args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
+[[port]]
+name = "pt"
+vdev = "net_tap0,iface=%s"
+addresses = ["10.73.1.1/24"]
+[[port]]
+name = "pn"
+vdev = "net_null0"
+addresses = ["10.73.2.1/24"]
+[pipeline]
+mode = "io"
+[kernel]
+exception_path = "on"
+[console]
+socket = %q
+history = ""
+`, r.prefix, data, r.sock))
+	r.cmd = exec.Command("ip", "netns", "exec", n.r, binary, "run", "--config", r.cfgPath)
+	r.launch()
+	n.daemon = r
+	waitState := func(want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			out, _ := n.ns(n.r, "ip", "link", "show", "pt")
+			for _, w := range want {
+				if strings.Contains(out, "state "+w) {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("port pt's TAP, want state %v:\n%s\n%s", want, out, r.stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitState("UP", "UNKNOWN")
+	n.must(n.r, "ip", "link", "set", data, "down")
+	waitState("DOWN")
+	n.must(n.r, "ip", "link", "set", data, "up")
+	waitState("UP", "UNKNOWN")
+	if !strings.Contains(r.stderr.String(), "the NIC's link (DPDK)") {
+		t.Errorf("no link change logged:\n%s", r.stderr.String())
+	}
+}
