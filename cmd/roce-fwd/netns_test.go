@@ -100,12 +100,7 @@ func (n *netnsRig) cleanup() {
 
 // start runs roce-fwd in its namespace with af_packet ports on the veths.
 func (n *netnsRig) start(mode string, extra ...string) {
-	t := n.t
-	r := &daemonRig{t: t, sock: filepath.Join(n.dir, "console.sock"), cfgPath: filepath.Join(n.dir, "rf.toml"),
-		prefix: fmt.Sprintf("rf-cmd-%d-netns", os.Getpid()), stderr: &syncBuffer{}}
-	r.writeConfig(fmt.Sprintf(`[eal]
-args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
-[[port]]
+	n.run(fmt.Sprintf(`[[port]]
 name = "pa"
 vdev = "net_af_packet0,iface=%s"
 addresses = ["10.71.1.1/24", "fd71:1::1/64"]
@@ -115,11 +110,21 @@ vdev = "net_af_packet1,iface=%s"
 addresses = ["10.71.2.1/24", "fd71:2::1/64"]
 [pipeline]
 mode = %q
+%s`, n.aIf, n.bIf, mode, strings.Join(extra, "\n")))
+}
+
+// run runs roce-fwd in its namespace with the config's body (ports and
+// the rest; the rig adds [eal] and [console]).
+func (n *netnsRig) run(body string) {
+	r := &daemonRig{t: n.t, sock: filepath.Join(n.dir, "console.sock"), cfgPath: filepath.Join(n.dir, "rf.toml"),
+		prefix: fmt.Sprintf("rf-cmd-%d-netns", os.Getpid()), stderr: &syncBuffer{}}
+	r.writeConfig(fmt.Sprintf(`[eal]
+args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
 [console]
 socket = %q
 history = ""
 %s
-`, r.prefix, n.aIf, n.bIf, mode, r.sock, strings.Join(extra, "\n")))
+`, r.prefix, r.sock, body))
 	r.cmd = exec.Command("ip", "netns", "exec", n.r, binary, "run", "--config", r.cfgPath)
 	r.launch()
 	n.daemon = r
@@ -636,11 +641,7 @@ func TestNetnsLinkDown(t *testing.T) {
 func TestNetnsLinkDownDPDK(t *testing.T) {
 	n := newNetnsRig(t)
 	data := fmt.Sprintf("rft%d", os.Getpid()%100000)
-	r := &daemonRig{t: t, sock: filepath.Join(n.dir, "console.sock"), cfgPath: filepath.Join(n.dir, "rf.toml"),
-		prefix: fmt.Sprintf("rf-cmd-%d-netns-tap", os.Getpid()), stderr: &syncBuffer{}}
-	r.writeConfig(fmt.Sprintf(`[eal]
-args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
-[[port]]
+	n.run(fmt.Sprintf(`[[port]]
 name = "pt"
 vdev = "net_tap0,iface=%s"
 addresses = ["10.73.1.1/24"]
@@ -651,14 +652,8 @@ addresses = ["10.73.2.1/24"]
 [pipeline]
 mode = "io"
 [kernel]
-exception_path = "on"
-[console]
-socket = %q
-history = ""
-`, r.prefix, data, r.sock))
-	r.cmd = exec.Command("ip", "netns", "exec", n.r, binary, "run", "--config", r.cfgPath)
-	r.launch()
-	n.daemon = r
+exception_path = "on"`, data))
+	r := n.daemon
 	waitState := func(want ...string) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
