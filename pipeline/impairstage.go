@@ -372,7 +372,7 @@ func (w *Worker) stormTx() {
 		if !s.active {
 			continue
 		}
-		if w.now >= s.until {
+		if s.next >= s.until { // every frame of the storm is out
 			s.active = false
 			is.storming--
 			continue
@@ -380,8 +380,9 @@ func (w *Worker) stormTx() {
 		if w.now < s.next {
 			continue
 		}
-		// A frame a poll: a late poll catches up over the next ones, so
-		// the storm sends its count of frames unless the worker stalls.
+		// A frame a poll, each at its time: a late poll (the worker lost
+		// its CPU) catches up over the next polls, microseconds apart, so
+		// a storm sends exactly its count of frames.
 		s.next += s.every
 		if !w.sendFrame(s.tx, s.pool, s.frame[:s.n]) {
 			s.failed++
