@@ -67,6 +67,10 @@ func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 		b = append(from(b), "): "...)
 		b = append(b, info.Help...)
 	}
+	if rec.FlowRule != 0 {
+		b = append(b, "; flow rule "...)
+		b = strconv.AppendInt(b, int64(rec.FlowRule-1), 10)
+	}
 	if rec.Impair != 0 {
 		b = append(b, "; impairment rule "...)
 		b = strconv.AppendInt(b, int64(rec.Impair), 10)

@@ -27,6 +27,10 @@ type burst struct {
 	// it (its index in the rule set plus one; 0: none), for the taps.
 	impaired bool
 	imp      []int32
+	// flowed: flowHit holds, per packet, the ID plus one of the last
+	// software flow rule it matched (0: none), for the taps.
+	flowed  bool
+	flowHit []int32
 	// qslot is, per packet, its flow's slot in the worker's QP table (-1:
 	// none), once the roce passes ran: the QoS stage counts what it does
 	// to the flow there.
@@ -44,13 +48,13 @@ const (
 
 // newBurst sizes a burst for up to n packets.
 func newBurst(n int) burst {
-	return burst{res: make([]roce.Result, n), fate: make([]fate, n), frame: make([][]byte, n), size: make([]uint32, n), imp: make([]int32, n), qslot: make([]int32, n)}
+	return burst{res: make([]roce.Result, n), fate: make([]fate, n), frame: make([][]byte, n), size: make([]uint32, n), imp: make([]int32, n), qslot: make([]int32, n), flowHit: make([]int32, n)}
 }
 
 // reset starts the burst of rx source src.
 func (b *burst) reset(src, tx int, pkts []*dpdk.Mbuf) {
 	b.src, b.tx, b.pkts, b.odd = src, tx, pkts, 0
-	b.classified, b.impaired = false, false
+	b.classified, b.impaired, b.flowed = false, false, false
 	clear(b.fate[:len(pkts)])
 }
 

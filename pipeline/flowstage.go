@@ -98,6 +98,10 @@ func (w *Worker) flowClassifyPass(b *burst) {
 
 // flowPass runs one table on the forwarded packets of a classified burst.
 func (w *Worker) flowPass(b *burst, pf *portFlows) {
+	if !b.flowed {
+		clear(b.flowHit[:len(b.pkts)])
+		b.flowed = true
+	}
 	for j, m := range b.pkts {
 		if b.forwarded(j) {
 			w.applyFlows(b, j, pf, m)
@@ -115,6 +119,7 @@ func (w *Worker) applyFlows(b *burst, j int, pf *portFlows, m *dpdk.Mbuf) {
 	if fs.path.N == 0 {
 		return
 	}
+	b.flowHit[j] = int32(pf.t.Rules()[fs.path.Rules[fs.path.N-1]].ID) + 1
 	v := pf.t.ApplyPath(&fs.path, frame, r, pf.st, w.now, int(b.size[j]))
 	if v.Drop {
 		if v.Reason == flowrule.DropMeter {

@@ -497,7 +497,7 @@ func (w *Worker) egressByPort(b *burst) {
 		n := 0
 		for j := range b.pkts {
 			if b.fate[j] == fateForward && rs.egress[j] == tx {
-				s.frame[n], s.size[n], s.res[n], s.qslot[n] = b.frame[j], b.size[j], b.res[j], b.qslot[j]
+				s.frame[n], s.size[n], s.res[n], s.qslot[n], s.flowHit[n] = b.frame[j], b.size[j], b.res[j], b.qslot[j], b.flowHit[j]
 				n++
 			}
 		}
@@ -508,7 +508,7 @@ func (w *Worker) egressByPort(b *burst) {
 			}
 		}
 		s.reset(b.src, int(tx), pkts)
-		s.classified = b.classified
+		s.classified, s.flowed = b.classified, b.flowed
 		w.egress(s)
 	}
 }

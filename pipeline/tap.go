@@ -92,6 +92,7 @@ type TapRecord struct {
 	HasRxECN bool
 	Paused   bool   // TapTx with QoS: its TC was paused by PFC on the tx port
 	Impair   int32  // the ID of the impairment rule that acted on it (dropped, held, changed it); 0: none
+	FlowRule int32  // the ID plus one of the last software flow rule it matched; 0: none
 	Len      uint32 // the frame's length
 	Data     []byte // the first Snaplen bytes (a view into the ring: copy it to keep it)
 }
@@ -252,6 +253,9 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 			}
 			// The details only for a packet the tap takes.
 			rec := TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: d, Reason: reason}
+			if b.flowed {
+				rec.FlowRule = b.flowHit[j]
+			}
 			if b.impaired && b.imp[j] != 0 {
 				rec.Impair = int32(w.imp.eng.Set().ID(b.imp[j] - 1))
 			}

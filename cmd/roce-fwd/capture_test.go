@@ -102,10 +102,14 @@ flow = "ingress pattern eth / ipv4 / udp dst is 4791 / end actions drop / end"
 	if len(lines) != 100 {
 		t.Fatalf("tshark read %d packets of the drop capture, want 100", len(lines))
 	}
+	rules := r.flowList("in")
+	if len(rules) != 1 {
+		t.Fatalf("flow list in: %+v", rules)
+	}
 	for _, l := range lines {
 		f := strings.Split(l, "\t")
-		if len(f) < 2 || f[0] == "" || !strings.HasPrefix(f[1], "drop flow_drop at flow ") {
-			t.Fatalf("drop capture packet %q: want a RoCEv2 packet (the BPF filter) with a flow_drop verdict", l)
+		if len(f) < 2 || f[0] == "" || !strings.HasPrefix(f[1], "drop flow_drop at flow ") || !strings.Contains(f[1], "; flow rule "+rules[0].ID+";") {
+			t.Fatalf("drop capture packet %q: want a RoCEv2 packet (the BPF filter) with a flow_drop verdict naming its rule", l)
 		}
 	}
 
