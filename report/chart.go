@@ -150,18 +150,24 @@ func figureClose(b *bytes.Buffer, note string) {
 	b.WriteString("</figure>\n")
 }
 
-func (c *LineChart) render(b *bytes.Buffer) {
-	figureOpen(b, c.Wide)
-	c.writeSVG(b)
-	figureClose(b, c.Note)
+// figure writes a chart's svg element, by write, inside its figure.
+func figure(b *bytes.Buffer, wide bool, note string, write func(*bytes.Buffer)) {
+	figureOpen(b, wide)
+	write(b)
+	figureClose(b, note)
 }
 
-// SVG returns the chart's svg element alone.
-func (c *LineChart) SVG() string {
+// svgOf is what write writes: a chart's svg element alone.
+func svgOf(write func(*bytes.Buffer)) string {
 	var b bytes.Buffer
-	c.writeSVG(&b)
+	write(&b)
 	return b.String()
 }
+
+func (c *LineChart) render(b *bytes.Buffer) { figure(b, c.Wide, c.Note, c.writeSVG) }
+
+// SVG returns the chart's svg element alone.
+func (c *LineChart) SVG() string { return svgOf(c.writeSVG) }
 
 func (c *LineChart) writeSVG(b *bytes.Buffer) {
 	n := max(c.Bins.N, 1)
@@ -338,18 +344,10 @@ func peak(v []float64) float64 {
 	return m
 }
 
-func (c *BarChart) render(b *bytes.Buffer) {
-	figureOpen(b, false)
-	c.writeSVG(b)
-	figureClose(b, c.Note)
-}
+func (c *BarChart) render(b *bytes.Buffer) { figure(b, false, c.Note, c.writeSVG) }
 
 // SVG returns the chart's svg element alone.
-func (c *BarChart) SVG() string {
-	var b bytes.Buffer
-	c.writeSVG(&b)
-	return b.String()
-}
+func (c *BarChart) SVG() string { return svgOf(c.writeSVG) }
 
 func (c *BarChart) writeSVG(b *bytes.Buffer) {
 	labelW := 40.0
