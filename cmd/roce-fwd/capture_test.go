@@ -169,20 +169,7 @@ func TestCaptureFromConfig(t *testing.T) {
 	frames := testenv.Frames(500)
 	testenv.WritePcap(t, in, frames)
 	cfg := func(start string) string {
-		return fmt.Sprintf(`[eal]
-args = %s
-[[port]]
-name = "in"
-vdev = "net_pcap0,rx_pcap=%s"
-[[port]]
-name = "out"
-vdev = "net_null0"
-[[forward]]
-from = "in"
-to = "out"
-[capture]
-start = %q
-`, ealArgs(t), in, start)
+		return inOutConfig(ealArgs(t), "net_pcap0,rx_pcap="+in, fmt.Sprintf("[capture]\nstart = %q\n", start))
 	}
 	bad := writeFile(t, "bad.toml", cfg("port nosuch all file "+file))
 	if r := run(t, "validate", "--config", bad); r.code != 2 || !strings.Contains(r.stderr, "bad.toml:13: capture.start: port \"nosuch\": not a port") {

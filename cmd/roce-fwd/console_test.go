@@ -53,18 +53,7 @@ func (s *syncBuffer) String() string {
 
 // rigConfig is the rig's config; extra is appended (a [[qos.port]]).
 func rigConfig(prefix, pcap, sock, metrics, extra string) string {
-	return fmt.Sprintf(`[eal]
-args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
-[[port]]
-name = "in"
-vdev = "net_pcap0,rx_pcap=%s,infinite_rx=1"
-[[port]]
-name = "out"
-vdev = "net_null0"
-[[forward]]
-from = "in"
-to = "out"
-[pipeline]
+	return inOutConfig(noHugeEAL(prefix), "net_pcap0,rx_pcap="+pcap+",infinite_rx=1", fmt.Sprintf(`[pipeline]
 mode = "roce"
 [qos]
 preset = "nvidia-roce"
@@ -73,7 +62,13 @@ socket = %q
 history = ""
 [telemetry]
 listen = %q
-%s`, prefix, pcap, sock, metrics, extra)
+%s`, sock, metrics, extra))
+}
+
+// noHugeEAL is the daemon tests' EAL args (a TOML array): ordinary memory,
+// no shared runtime directory, file prefix prefix.
+func noHugeEAL(prefix string) string {
+	return fmt.Sprintf(`["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]`, prefix)
 }
 
 func startDaemon(t *testing.T, metrics, extra string) *daemonRig {

@@ -77,23 +77,13 @@ func TestDumpcapAttaches(t *testing.T) {
 	prefix := fmt.Sprintf("rf-cmd-%d-dumpcap", os.Getpid())
 	t.Cleanup(func() { os.RemoveAll(filepath.Join("/var/run/dpdk", prefix)) })
 	r := &daemonRig{t: t, sock: filepath.Join(dir, "console.sock"), cfgPath: filepath.Join(dir, "rf.toml"), prefix: prefix, stderr: &syncBuffer{}}
-	r.writeConfig(fmt.Sprintf(`[eal]
-args = ["-m", "256", "--huge-dir", %q, "--no-pci", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
-[[port]]
-name = "in"
-vdev = "net_pcap0,rx_pcap=%s,infinite_rx=1"
-[[port]]
-name = "out"
-vdev = "net_null0"
-[[forward]]
-from = "in"
-to = "out"
-[pipeline]
+	eal := fmt.Sprintf(`["-m", "256", "--huge-dir", %q, "--no-pci", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]`, huge, prefix)
+	r.writeConfig(inOutConfig(eal, "net_pcap0,rx_pcap="+pcap+",infinite_rx=1", fmt.Sprintf(`[pipeline]
 mode = "roce"
 [console]
 socket = %q
 history = ""
-`, huge, prefix, pcap, r.sock))
+`, r.sock)))
 	r.cmd = exec.Command(binary, "run", "--config", r.cfgPath)
 	r.launch()
 	if !strings.Contains(r.stderr.String(), "dpdk-dumpcap and dpdk-pdump can capture") {

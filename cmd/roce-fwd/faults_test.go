@@ -562,11 +562,16 @@ func TestFaultSIGKILLAndRestart(t *testing.T) {
 	}
 }
 
-// routedFaultConfig routes the demo capture from in to up0 by a default
-// route; up0 and up1 are null ports.
-func routedFaultConfig(prefix, pcap, sock string) string {
+// routedConfig routes a capture replayed on port in by a default route
+// via up0, or via up0 and up1 (ecmp); up0 and up1 are null ports with
+// static neighbours.
+func routedConfig(prefix, pcap, sock string, ecmp bool) string {
+	via := `{ port = "up0", gateway = "192.168.0.2" }`
+	if ecmp {
+		via += `, { port = "up1", gateway = "192.168.1.2" }`
+	}
 	return fmt.Sprintf(`[eal]
-args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
+args = %s
 [[port]]
 name = "in"
 vdev = "net_pcap0,rx_pcap=%s,infinite_rx=1"
@@ -583,7 +588,7 @@ addresses = ["192.168.1.1/24"]
 mode = "roce"
 [[route]]
 prefix = "0.0.0.0/0"
-via = [{ port = "up0", gateway = "192.168.0.2" }]
+via = [%s]
 [[neighbor]]
 port = "up0"
 ip = "192.168.0.2"
@@ -595,7 +600,7 @@ mac = "b8:ce:f6:00:01:02"
 [console]
 socket = %q
 history = ""
-`, prefix, pcap, sock)
+`, noHugeEAL(prefix), pcap, via, sock)
 }
 
 // A console client that sends a command with a multi-megabyte answer
@@ -606,7 +611,7 @@ history = ""
 func TestFaultConsoleClientStall(t *testing.T) {
 	r, _ := newFaultRig(t)
 	dir := filepath.Dir(r.cfgPath)
-	r.writeConfig(routedFaultConfig(r.prefix, filepath.Join(dir, "demo.pcap"), r.sock))
+	r.writeConfig(routedConfig(r.prefix, filepath.Join(dir, "demo.pcap"), r.sock, false))
 	statsPath := runFaultRig(r)
 	cl := dialT(t, r.sock)
 

@@ -91,6 +91,24 @@ func ealArgs(t *testing.T) string {
 		os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
 }
 
+// inOutConfig is the tests' usual config: EAL args (a TOML array), port
+// "in" on vdev in, port "out" on net_null, "in" forwarded to "out", then
+// rest (the mode, the console, a section under test).
+func inOutConfig(eal, in, rest string) string {
+	return fmt.Sprintf(`[eal]
+args = %s
+[[port]]
+name = "in"
+vdev = %q
+[[port]]
+name = "out"
+vdev = "net_null0"
+[[forward]]
+from = "in"
+to = "out"
+%s`, eal, in, rest)
+}
+
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)

@@ -119,12 +119,12 @@ func (n *netnsRig) run(body string) {
 	r := &daemonRig{t: n.t, sock: filepath.Join(n.dir, "console.sock"), cfgPath: filepath.Join(n.dir, "rf.toml"),
 		prefix: fmt.Sprintf("rf-cmd-%d-netns", os.Getpid()), stderr: &syncBuffer{}}
 	r.writeConfig(fmt.Sprintf(`[eal]
-args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
+args = %s
 [console]
 socket = %q
 history = ""
 %s
-`, r.prefix, r.sock, body))
+`, noHugeEAL(r.prefix), r.sock, body))
 	r.cmd = exec.Command("ip", "netns", "exec", n.r, binary, "run", "--config", r.cfgPath)
 	r.launch()
 	n.daemon = r

@@ -245,37 +245,7 @@ func TestConsoleRoutesUnderTraffic(t *testing.T) {
 	testenv.WritePcap(t, in, frames)
 	r := &daemonRig{t: t, sock: filepath.Join(dir, "console.sock"), cfgPath: filepath.Join(dir, "rf.toml"),
 		prefix: fmt.Sprintf("rf-con-%d-%s", os.Getpid(), t.Name()), stderr: &syncBuffer{}}
-	cfgText := fmt.Sprintf(`[eal]
-args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
-[[port]]
-name = "in"
-vdev = "net_pcap0,rx_pcap=%s,infinite_rx=1"
-addresses = ["172.16.0.1/24"]
-[[port]]
-name = "up0"
-vdev = "net_null0,no-rx=1"
-addresses = ["192.168.0.1/24"]
-[[port]]
-name = "up1"
-vdev = "net_null1,no-rx=1"
-addresses = ["192.168.1.1/24"]
-[pipeline]
-mode = "roce"
-[[route]]
-prefix = "0.0.0.0/0"
-via = [{ port = "up0", gateway = "192.168.0.2" }, { port = "up1", gateway = "192.168.1.2" }]
-[[neighbor]]
-port = "up0"
-ip = "192.168.0.2"
-mac = "b8:ce:f6:00:00:02"
-[[neighbor]]
-port = "up1"
-ip = "192.168.1.2"
-mac = "b8:ce:f6:00:01:02"
-[console]
-socket = %q
-history = ""
-`, r.prefix, in, r.sock)
+	cfgText := routedConfig(r.prefix, in, r.sock, true)
 	r.writeConfig(cfgText)
 	r.cmd = exec.Command(binary, "run", "--config", r.cfgPath)
 	r.launch()

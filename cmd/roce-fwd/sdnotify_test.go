@@ -305,23 +305,12 @@ func TestNotifyWatchdogStalledWorker(t *testing.T) {
 		}
 	}()
 	r := startNotifyDaemon(t, n, func(prefix, sock string) string {
-		return fmt.Sprintf(`[eal]
-args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf", "-l", "0-1", "--file-prefix", %q, "--log-level", "*:error"]
-[[port]]
-name = "in"
-vdev = "net_pcap0,rx_pcap=%s"
-[[port]]
-name = "out"
-vdev = "net_null0"
-[[forward]]
-from = "in"
-to = "out"
-[pipeline]
+		return inOutConfig(noHugeEAL(prefix), "net_pcap0,rx_pcap="+fifo, fmt.Sprintf(`[pipeline]
 mode = "io"
 [console]
 socket = %q
 history = ""
-`, prefix, fifo, sock)
+`, sock))
 	})
 	// Before the daemon stops: a worker blocked in read(2) never would.
 	t.Cleanup(func() {
