@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"net/netip"
 
+	"roce-fwd/qos"
 	"roce-fwd/roce"
 )
 
@@ -171,15 +172,15 @@ func (s *Set) Len() int { return len(s.rules) }
 
 // state is one rule's state on one worker.
 type state struct {
-	matched uint64 // packets the rule's match took (eligible for its action)
-	acted   uint64 // packets it acted on
-	failed  uint64 // of those, actions the pipeline could not carry out
-	n       uint64 // matches to go until Every selects one
-	left    uint64 // actions left in the current burst
-	rng     uint64
-	tokens  int64 // rate_limit: packets x 1e9
-	last    int64 // rate_limit: when tokens were last added
-	start   int64 // the first match, for For (0: not yet)
+	matched uint64   // packets the rule's match took (eligible for its action)
+	acted   uint64   // packets it acted on
+	failed  uint64   // of those, actions the pipeline could not carry out
+	n       uint64   // matches to go until Every selects one
+	left    uint64   // actions left in the current burst
+	rng     qos.Rand // the rule's random stream on this worker
+	tokens  int64    // rate_limit: packets x 1e9
+	last    int64    // rate_limit: when tokens were last added
+	start   int64    // the first match, for For (0: not yet)
 }
 
 // Counter is a rule's counters on one worker, or summed over workers.
@@ -215,7 +216,7 @@ func NewWorker(set *Set, index int) *Worker {
 		c := &set.rules[i]
 		w.m[i] = c.m
 		w.live |= 1 << i
-		w.st[i] = state{rng: splitmix(c.seed ^ uint64(c.ID)<<32 ^ uint64(index)*0x9e3779b97f4a7c15),
+		w.st[i] = state{rng: qos.NewRand(c.seed ^ uint64(c.ID)<<32 ^ uint64(index)*0x9e3779b97f4a7c15),
 			tokens: c.bucket, n: max(c.Every, 1)}
 	}
 	w.byQP = set.byQP
@@ -360,7 +361,7 @@ func (w *Worker) act(i int32, frame []byte, r *roce.Result, now int64) (Verdict,
 	case ActDelay:
 		d := c.delay
 		if c.jitter > 0 {
-			d += int64(st.next() % uint64(c.jitter+1))
+			d += int64(st.rng.Uint64() % uint64(c.jitter+1))
 		}
 		v.Act, v.Until = ActDelay, uint64(now+d)
 	case ActReorder:
@@ -412,7 +413,7 @@ func (st *state) selects(c *compiled) bool {
 		st.left--
 		return true
 	}
-	if c.prob != 0 && st.next() >= c.prob {
+	if c.prob != 0 && st.rng.Uint64() >= c.prob {
 		return false
 	}
 	if c.Burst > 1 {
@@ -436,19 +437,6 @@ func (st *state) conforms(c *compiled, now int64) bool {
 		return true
 	}
 	return false
-}
-
-// next is the rule's next random number (splitmix64: a counter, so two
-// runs with one seed draw the same numbers for the same packets).
-func (st *state) next() uint64 {
-	st.rng += 0x9e3779b97f4a7c15
-	return splitmix(st.rng)
-}
-
-func splitmix(z uint64) uint64 {
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
 }
 
 // setECN rewrites the packet's ECN codepoint (the IPv4 checksum fixed up;
