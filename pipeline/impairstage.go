@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"roce-fwd/dpdk"
@@ -210,6 +211,9 @@ type impairs struct {
 	set   *impair.Set
 	hold  int
 	pools map[int]*dpdk.Mempool // per socket: where storm frames are built
+	// staged is set once a worker has been given a stage: until then the
+	// counts need no round trip to the workers.
+	staged atomic.Bool
 }
 
 // SetImpair installs rules (none: the stage is off) on every worker of a
@@ -306,6 +310,9 @@ func (p *Pipeline) ImpairStats() (out []impair.Counter, held int) {
 // impairCounts sums over the workers the packets the impair stages hold
 // and the frames they made.
 func (p *Pipeline) impairCounts() (held int, generated uint64) {
+	if !p.imp.staged.Load() {
+		return 0, 0
+	}
 	for _, w := range p.Workers {
 		w.do("impairment counts", func() bool {
 			if w.imp != nil {
@@ -486,6 +493,9 @@ func (p *Pipeline) StopStorm(port int) error {
 func (p *Pipeline) Storms() []StormStatus {
 	p.imp.mu.Lock()
 	defer p.imp.mu.Unlock()
+	if !p.imp.staged.Load() {
+		return nil
+	}
 	var out []StormStatus
 	for _, w := range p.Workers {
 		w.do("PFC storm status", func() bool {
@@ -520,6 +530,7 @@ func (ims *impairs) freshStage(w *Worker) (*impairStage, error) {
 	if w.imp != nil {
 		return nil, nil
 	}
+	ims.staged.Store(true)
 	n := len(w.b.fate) // the most packets a burst holds
 	mbufs, err := dpdk.MbufArray(n, w.Socket)
 	if err != nil {
