@@ -8,11 +8,14 @@ rate, and turns the rounds' figures into the table. Standard library only.
   bench.py l3fwd-rules FLOWS DIR           l3fwd rule files from a flows file
   bench.py routes FLOWS N DIR              N routes covering the flows' destinations,
                                            for l3fwd (LPM/FIB) and roce-fwd
+  bench.py punt-pcap IN N ADDR OUT         IN with every Nth IPv4 frame addressed
+                                           to ADDR (the box: punted to its kernel)
   bench.py tsc-hz LOG                      the TSC rate DPDK's EAL measured
   bench.py testpmd SECS LOG -- CMD...      median Rx-pps of port 0, Mpps
   bench.py exec LOG -- CMD...              runs CMD, output to LOG
-  bench.py rocefwd SECS LOG JSON           median Rx-pps of port 0, Mpps, and
-                                           the lcore's cycles per packet
+  bench.py rocefwd SECS LOG JSON           median Rx-pps of port 0, Mpps, the
+                                           lcore's cycles per packet, and the
+                                           packets punted to the kernel per second
   bench.py l3fwd SECS LOG SOCKET -- CMD... median Tx-pps of port 1, Mpps, and
                                            the share of port 0's Rx sent there
   bench.py ratios RESULTS ROWS ROUND GROUP one round's ratios, for progress
@@ -72,6 +75,38 @@ def cmd_pcap_info(path):
     if n == 0:
         raise SystemExit("%s: no frames" % path)
     print(n, largest, "%.1f" % (total / n))
+
+
+def cmd_punt_pcap(src, n, addr, out):
+    """Copies the capture SRC to OUT with the destination of every Nth IPv4
+    frame set to ADDR (and its header checksum made again): the routed
+    benchmark's traffic for the box, which a router with an exception path
+    punts to its kernel while it forwards the rest."""
+    n, dst = int(n), ipaddress.IPv4Address(addr).packed
+    with open(src, "rb") as f:
+        data = bytearray(f.read())
+    if struct.unpack("<I", data[:4])[0] not in (0xA1B2C3D4, 0xA1B23C4D):
+        raise SystemExit("%s: want a little-endian pcap file" % src)
+    off, i, changed = 24, 0, 0
+    while off + 16 <= len(data):
+        incl = struct.unpack("<I", data[off + 8:off + 12])[0]
+        fr = off + 16
+        if incl >= 34 and data[fr + 12:fr + 14] == b"\x08\x00":
+            i += 1
+            if i % n == 0:
+                ip = fr + 14
+                data[ip + 16:ip + 20] = dst
+                data[ip + 10:ip + 12] = b"\0\0"
+                hl = (data[ip] & 15) * 4
+                s = sum(struct.unpack(">%dH" % (hl // 2), bytes(data[ip:ip + hl])))
+                while s >> 16:
+                    s = (s & 0xFFFF) + (s >> 16)
+                data[ip + 10:ip + 12] = struct.pack(">H", ~s & 0xFFFF)
+                changed += 1
+        off = fr + incl
+    with open(out, "wb") as f:
+        f.write(data)
+    print(changed, i)
 
 
 def cmd_impair_rules(path, out):
@@ -343,13 +378,15 @@ def cmd_rocefwd(secs, log, js):
         samples = [v for v in port0_rx_pps(f.read()) if v > 0]
     if len(samples) < max(1, int(secs) - 1):
         samples = []
-    cpp = 0.0
+    cpp = punts = 0.0
     try:
         with open(js) as f:
-            cpp = json.load(f)["lcores"][0]["cycles_per_packet"]
-    except (OSError, ValueError, KeyError, IndexError):
+            st = json.load(f)
+        cpp = st["lcores"][0]["cycles_per_packet"]
+        punts = sum(st.get("route", {}).get("punts", {}).values()) / st["duration_s"]
+    except (OSError, ValueError, KeyError, IndexError, ZeroDivisionError):
         pass
-    print(mpps(samples), "%.1f" % cpp)
+    print(mpps(samples), "%.1f" % cpp, "%.0f" % punts)
 
 
 def telemetry(sock, cmd):
@@ -517,7 +554,7 @@ def main(argv):
         args, rest = args[:i], args[i + 1:]
         args.append(rest)
     fns = {
-        "pcap-info": cmd_pcap_info, "hugepage-mbufs": cmd_hugepage_mbufs,
+        "pcap-info": cmd_pcap_info, "punt-pcap": cmd_punt_pcap, "hugepage-mbufs": cmd_hugepage_mbufs,
         "l3fwd-rules": cmd_l3fwd_rules, "routes": cmd_routes, "tsc-hz": cmd_tsc_hz,
         "testpmd": cmd_testpmd, "rocefwd": cmd_rocefwd, "l3fwd": cmd_l3fwd,
         "ratios": cmd_ratios, "impair-rules": cmd_impair_rules, "table": cmd_table, "exec": cmd_exec,

@@ -27,6 +27,11 @@
 #            same roce-fwd built with -tags noimpair (the stage compiled
 #            out), and roce with 16 impairment rules on QPs of the capture
 #            vs roce without
+#   punt     control mix of 8192 QPs, IPv4, routed by 1k prefixes, with an
+#            exception path to the kernel on both ports: roce with one frame
+#            in 50 addressed to the box (punted to its TAP, and so to the
+#            kernel) vs the same run with nothing for the box; the punts per
+#            second are printed beside it (needs root for the TAPs)
 #
 # Environment:
 #   BENCH_ONLY       row groups to run, space-separated (default: all)
@@ -68,7 +73,7 @@ out=${BENCH_OUT:-bin/bench.txt}
 peers=${BENCH_PEERS:-/var/tmp/roce-fwd-peers}
 l3fwd=$peers/l3fwd
 pages=${BENCH_HUGEPAGES:-1024}
-all_groups=(demo 8k 64k 8k6 mtu4096 mtu1024 route route6 impair)
+all_groups=(demo 8k 64k 8k6 mtu4096 mtu1024 route route6 impair punt)
 read -r -a groups <<<"${BENCH_ONLY:-${all_groups[*]}}"
 for g in "${groups[@]}"; do
 	case " ${all_groups[*]} " in
@@ -295,6 +300,7 @@ gen_args() {
 	route) echo "--qps 8192 --mix control" ;;
 	route6) echo "--qps 8192 --mix control --ipv6" ;;
 	impair) echo "--qps 8192 --mix control" ;;
+	punt) echo "--qps 8192 --mix control" ;;
 	esac
 }
 
@@ -303,6 +309,7 @@ route_sizes() {
 	case $1 in
 	route) echo "1k 100k" ;;
 	route6) echo "1k 10k" ;;
+	punt) echo "1k" ;;
 	esac
 }
 make_workload() {
@@ -351,6 +358,7 @@ group_runs() {
 	route) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@100k l3:fib@100k rf:io:route=100k rf:roce:route=100k:ecmp" ;;
 	route6) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@10k l3:fib@10k rf:io:route=10k" ;;
 	impair) echo "rf:roce rfx:roce rf:roce:impair16" ;;
+	punt) echo "rf:roce:route=1k:kernel rf:roce:route=1k:kernel:punt" ;;
 	esac
 }
 
@@ -384,6 +392,7 @@ route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd LPM v6|l3:l
 route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd FIB v6|l3:fib@10k|reference
 impair|control 8k QPs v4|roce, no impairment rule|rf:roce|same, impair stage compiled out|rfx:roce|>= 0.99
 impair|control 8k QPs v4|roce + 16 impairment rules|rf:roce:impair16|roce, no impairment rule|rf:roce|>= 0.80
+punt|control 8k QPs v4, 1k routes, 1 in 50 to the box|roce routed, punting to the kernel|rf:roce:route=1k:kernel:punt|same, nothing to punt|rf:roce:route=1k:kernel|>= 0.95
 ROWS
 
 src_vdev() { echo "net_pcap0,rx_pcap=${wl_pcap[$1]},infinite_rx=1"; }
@@ -406,7 +415,7 @@ run_testpmd() {
 # qos ([qos] preset = "nvidia-roce") or icrc ([roce] verify_icrc). It runs
 # one second longer than SECONDS: its first report has no rate.
 run_rocefwd() {
-	local g=$1 spec=$2 log=$3 extra=""
+	local g=$1 spec=$2 log=$3 extra="" pcap=${wl_pcap[$1]}
 	local mode=${spec%%:*} opt=""
 	if [ "$spec" != "$mode" ]; then opt=${spec#*:}; fi
 	local routed=0
@@ -414,10 +423,17 @@ run_rocefwd() {
 	route=*)
 		# Routed: both ports have addresses, the routes and neighbours come
 		# from the route set; no [[forward]].
-		local size=${opt#route=} file=routes.toml
+		# :kernel gives both ports an exception path (a TAP each, unlimited
+		# punts); :punt replays the capture with frames for the box.
+		local size=${opt#route=} file=routes.toml kernel=""
+		if [ "${size%:punt}" != "$size" ]; then size=${size%:punt} pcap=${wl_pcap[$g]%.pcap}-punt.pcap; fi
+		if [ "${size%:kernel}" != "$size" ]; then
+			size=${size%:kernel}
+			kernel=$(printf '[kernel]\nexception_path = "on"\npunt_rate = 10000000\n')
+		fi
 		if [ "${size%:ecmp}" != "$size" ]; then size=${size%:ecmp} file=routes-ecmp.toml; fi
 		routed=1
-		extra=$(printf '[routing]\nipv6_groups = 131072\n'; cat "$work/$g.rules-$size/$file")
+		extra=$(printf '%s\n[routing]\nipv6_groups = 131072\n' "$kernel"; cat "$work/$g.rules-$size/$file")
 		;;
 	qp=*) extra=$(printf '[roce]\nqp_table = %s' "${opt#qp=}") ;;
 	qos) extra=$(printf '[qos]\npreset = "nvidia-roce"') ;;
@@ -444,7 +460,7 @@ run_rocefwd() {
 		data_room = ${wl_room[$g]}
 		[[port]]
 		name = "src"
-		vdev = "$(src_vdev "$g")"
+		vdev = "net_pcap0,rx_pcap=$pcap,infinite_rx=1"
 		$src_addr
 		[[port]]
 		name = "dst"
@@ -461,9 +477,10 @@ run_rocefwd() {
 		--stats-json "$log.json" --log-level warn || rc=$?
 	end_run
 	if [ "$rc" != 0 ]; then die "roce-fwd exited with status $rc; see $log"; fi
-	local res
+	local res punts
 	res=$("${py[@]}" rocefwd "$secs" "$log" "$log.json") || res=0
-	read -r rate cpp <<<"$res"
+	read -r rate cpp punts <<<"$res"
+	if [ "$pcap" != "${wl_pcap[$g]}" ]; then echo "$g $spec $punts" >>"$work/punts"; fi
 	share=1
 }
 
@@ -528,6 +545,14 @@ for g in "${groups[@]}"; do
 			continue
 		fi
 	fi
+	if [ "$g" = punt ]; then
+		# Frames for the box (src's address) and TAPs, which need root.
+		if [ "$(id -u)" != 0 ]; then
+			loud "NOTE: the punt rows are skipped: the exception path's TAPs need root."
+			continue
+		fi
+		"${py[@]}" punt-pcap "${wl_pcap[$g]}" 50 172.16.0.1 "${wl_pcap[$g]%.pcap}-punt.pcap" >/dev/null
+	fi
 	ready+=("$g")
 done
 if [ "${#ready[@]}" = 0 ]; then die "no workload could be generated"; fi
@@ -562,5 +587,8 @@ mkdir -p "$(dirname "$out")"
 	echo "host load average (1, 5, 15 min; the runs themselves add about 1) before the runs: $load_start, after: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo
 	"${py[@]}" table "$work/results" "$work/rows.run" "$tsc_hz"
+	if [ -s "$work/punts" ]; then
+		echo "punted to the kernel (punt rows), thousands of packets per second by round: $(awk '{ printf "%s%.1f", (NR > 1 ? " / " : ""), $3 / 1e3 }' "$work/punts")"
+	fi
 } | tee "$out"
 echo "(also in $out)"
