@@ -6,12 +6,12 @@
 package capture
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"roce-fwd/pipeline"
@@ -45,17 +45,21 @@ type Status struct {
 
 // Capture is a running (or finished) capture to a pcapng file.
 type Capture struct {
-	o    Options
-	tap  *pipeline.Tap
-	f    *os.File
-	bw   *bufio.Writer
-	w    ngWriter
-	intf map[uint16]int // port id → interface index
-	name map[uint16]string
-	cmt  []byte // the verdict being written
+	o   Options
+	tap *pipeline.Tap
+	f   *os.File
 
+	// The writer goroutine's own: the file's blocks, and by port id the
+	// interface index (-1: a port the capture was not told of, such as a
+	// kernel TAP) and name.
+	w      ngWriter
+	intf   []int32
+	names  []string
+	nameOf func(uint16) string // portName, made once
+	vc     verdictCache
+
+	written atomic.Uint64
 	mu      sync.Mutex
-	written uint64
 	err     error
 	stop    chan struct{}
 	done    chan struct{}
@@ -70,15 +74,12 @@ func Start(p *pipeline.Pipeline, o Options) (*Capture, error) {
 	if err != nil {
 		return nil, fmt.Errorf("capture file: %w", err)
 	}
-	c := &Capture{o: o, f: f, bw: bufio.NewWriterSize(f, 1<<20), intf: map[uint16]int{}, name: map[uint16]string{},
-		stop: make(chan struct{}), done: make(chan struct{})}
-	c.w.w = c.bw
+	c := newCapture(o, f)
 	err = c.w.section("roce-fwd", o.Text)
-	for i, pt := range o.Ports {
+	for _, pt := range o.Ports {
 		if err == nil {
 			err = c.w.iface(pt.Name, fmt.Sprintf("roce-fwd port %d", pt.ID), uint32(o.Tap.Snaplen))
 		}
-		c.intf[pt.ID], c.name[pt.ID] = i, pt.Name
 	}
 	if err != nil {
 		f.Close()
@@ -94,12 +95,30 @@ func Start(p *pipeline.Pipeline, o Options) (*Capture, error) {
 	return c, nil
 }
 
+// newCapture is a capture of o's ports into f, before its header is
+// written.
+func newCapture(o Options, f *os.File) *Capture {
+	c := &Capture{o: o, f: f, w: newNgWriter(f), stop: make(chan struct{}), done: make(chan struct{})}
+	for i, pt := range o.Ports {
+		for int(pt.ID) >= len(c.intf) {
+			c.intf = append(c.intf, -1)
+			c.names = append(c.names, strconv.Itoa(len(c.names)))
+		}
+		c.intf[pt.ID], c.names[pt.ID] = int32(i), pt.Name
+	}
+	c.nameOf = c.portName
+	return c
+}
+
 // run drains the tap into the file until Stop, the count, or an error.
+// The file's blocks are written when a megabyte is buffered, and at
+// least every 100 ms while packets come.
 func (c *Capture) run() {
 	defer close(c.done)
 	idle := time.NewTicker(time.Millisecond)
 	defer idle.Stop()
-	for !c.full() && !c.failed() {
+	last := time.Now()
+	for !c.full() && c.w.err == nil {
 		select {
 		case <-c.stop:
 			c.tap.Disarm()
@@ -109,6 +128,10 @@ func (c *Capture) run() {
 		default:
 		}
 		if c.tap.Read(c.write) == 0 {
+			if now := time.Now(); now.Sub(last) > 100*time.Millisecond {
+				c.w.flush()
+				last = now
+			}
 			select {
 			case <-c.stop:
 				c.tap.Disarm()
@@ -124,58 +147,48 @@ func (c *Capture) run() {
 }
 
 func (c *Capture) full() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.o.Tap.Count != 0 && c.written >= c.o.Tap.Count
+	return c.o.Tap.Count != 0 && c.written.Load() >= c.o.Tap.Count
 }
 
-func (c *Capture) failed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err != nil
-}
-
-// write puts one record in the file (up to the count).
+// write puts one record in the file (up to the count). Only the writer
+// goroutine calls it.
 func (c *Capture) write(rec *pipeline.TapRecord) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil || c.o.Tap.Count != 0 && c.written >= c.o.Tap.Count {
+	if c.w.err != nil || c.full() {
 		return
 	}
 	port, dir := rec.RxPort, uint32(flagInbound)
 	if rec.Dir == pipeline.TapTx {
 		port, dir = rec.TxPort, flagOutbound
 	}
-	i, ok := c.intf[port]
-	if !ok {
-		i = 0 // a port the capture was not told of (a kernel TAP)
+	i := int32(0) // a port the capture was not told of (a kernel TAP)
+	if int(port) < len(c.intf) && c.intf[port] >= 0 {
+		i = c.intf[port]
 	}
-	c.cmt = AppendVerdict(c.cmt[:0], rec, c.portName, c.o.TCMap)
-	if err := c.w.packet(uint32(i), rec.NS, rec.Data, rec.Len, dir, c.cmt); err != nil {
-		c.err = err
-		return
+	c.w.beginPacket(uint32(i), rec.NS, rec.Data, rec.Len)
+	c.w.beginOption(optComment)
+	c.w.buf = appendVerdict(c.w.buf, rec, c.nameOf, c.o.TCMap, &c.vc)
+	c.w.endOption()
+	if c.w.endPacket(dir) == nil {
+		c.written.Add(1)
 	}
-	c.written++
 }
 
 func (c *Capture) portName(id uint16) string {
-	if n, ok := c.name[id]; ok {
-		return n
+	if int(id) < len(c.names) {
+		return c.names[id]
 	}
 	return strconv.Itoa(int(id))
 }
 
 // finish writes the file out and closes it.
 func (c *Capture) finish() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	err := c.bw.Flush()
+	err := c.w.flush()
 	if cerr := c.f.Close(); err == nil {
 		err = cerr
 	}
-	if c.err == nil {
-		c.err = err
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = err
 }
 
 // Stop ends the capture (if the count did not already) and closes the
@@ -198,7 +211,7 @@ func (c *Capture) Status() Status {
 	_, lost := c.tap.Counts()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := Status{File: c.o.File, Filter: c.o.Text, Written: c.written, Lost: lost}
+	s := Status{File: c.o.File, Filter: c.o.Text, Written: c.written.Load(), Lost: lost}
 	select {
 	case <-c.done:
 	default:

@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"bufio"
 	"bytes"
 	"testing"
 
@@ -17,8 +16,7 @@ import (
 // lengths, nanosecond time, direction and verdict comment.
 func TestPcapngReadsBack(t *testing.T) {
 	var out bytes.Buffer
-	bw := bufio.NewWriter(&out)
-	w := ngWriter{w: bw}
+	w := newNgWriter(&out)
 	if err := w.section("roce-fwd", "capture start port in"); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +43,9 @@ func TestPcapngReadsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	bw.Flush()
+	if err := w.flush(); err != nil {
+		t.Fatal(err)
+	}
 	r, err := pcapgo.NewNgReader(&out, pcapgo.DefaultNgReaderOptions)
 	if err != nil {
 		t.Fatal(err)
@@ -73,24 +73,63 @@ func TestPcapngReadsBack(t *testing.T) {
 	}
 }
 
-// Writing a packet with its verdict allocates nothing.
+// Writing a packet with its verdict allocates nothing, and the file is
+// written a megabyte at a time.
 func TestWriteDoesNotAllocate(t *testing.T) {
-	var sink bytes.Buffer
-	w := ngWriter{w: bufio.NewWriterSize(&sink, 1<<20)}
+	sink := &countingWriter{}
 	m := roce.DefaultTCMap()
+	c := newCapture(Options{Ports: []Port{{ID: 0, Name: "in"}}, TCMap: &m}, nil)
+	c.w = newNgWriter(sink)
 	f := demotraffic.Frames()[0]
-	rec := pipeline.TapRecord{Dir: pipeline.TapDrop, Reason: pipeline.DropQoSWRED, Len: uint32(len(f)), Data: f}
-	names := func(uint16) string { return "in" }
-	var cmt []byte
-	allocs := testing.AllocsPerRun(1000, func() {
-		cmt = AppendVerdict(cmt[:0], &rec, names, &m)
-		w.packet(0, 1, rec.Data, rec.Len, flagInbound, cmt)
-		if sink.Len() > 1<<19 {
-			w.w.Flush()
-			sink.Reset()
+	for _, d := range []pipeline.TapDir{pipeline.TapRx, pipeline.TapTx, pipeline.TapDrop} {
+		rec := pipeline.TapRecord{Dir: d, Reason: pipeline.DropQoSWRED, Len: uint32(len(f)), Data: f}
+		allocs := testing.AllocsPerRun(10000, func() { c.write(&rec) })
+		if allocs != 0 {
+			t.Errorf("%v: %v allocations per packet written", d, allocs)
 		}
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per packet written", allocs)
+	}
+	if c.written.Load() != 3*10001 || sink.writes == 0 || sink.bytes/sink.writes < ngFlushAt {
+		t.Errorf("%d packets written in %d writes of %d bytes", c.written.Load(), sink.writes, sink.bytes)
+	}
+}
+
+type countingWriter struct{ writes, bytes int }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	w.bytes += len(p)
+	return len(p), nil
+}
+
+// The capture writer's verdicts, taking repeated parts from its cache,
+// read as the uncached ones do, whatever order records of several ports,
+// queues, lcores and directions come in.
+func TestCachedVerdicts(t *testing.T) {
+	recs := workloadRecords(t)[:3000]
+	m := roce.DefaultTCMap()
+	names := func(id uint16) string { return []string{"in", "out", "in.kernel"}[id%3] }
+	var vc verdictCache
+	var got, want []byte
+	for i := range recs {
+		rec := recs[i]
+		rec.RxPort, rec.RxQueue, rec.Lcore = uint16(i%3), uint16(i/7%2), uint16(1+i/11%2)
+		switch i % 5 {
+		case 3:
+			rec.Dir, rec.TxPort = pipeline.TapTx, 1
+		case 4:
+			rec.Dir, rec.Reason = pipeline.TapDrop, pipeline.Reason(i%int(pipeline.NumReasons))
+		}
+		if i%13 == 0 {
+			rec.Data = append([]byte(nil), rec.Data...)
+			rec.Data[15] = byte(i) // another DSCP and ECN
+		}
+		got = appendVerdict(got[:0], &rec, names, &m, &vc)
+		want = AppendVerdict(want[:0], &rec, names, &m)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("record %d: cached %q, want %q", i, got, want)
+		}
+	}
+	if s := string(appendHex(nil, 0x1a2b, 6)) + " " + string(appendHex(nil, 0x1234567, 6)) + " " + string(appendHex(nil, 0, 2)); s != "001a2b 1234567 00" {
+		t.Errorf("hex: %s", s)
 	}
 }

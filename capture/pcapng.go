@@ -1,18 +1,30 @@
 package capture
 
 import (
-	"bufio"
 	"encoding/binary"
+	"io"
 )
 
 // ngWriter writes pcapng (the blocks a capture needs: a section header,
 // an interface description per port, an enhanced packet block per packet
-// with its comment and direction flags) into a buffered writer, reusing
-// one scratch buffer: no allocation per packet, which the capture writer
-// needs to keep up with a worker.
+// with its comment and direction flags). Blocks are built in place at the
+// end of one large buffer, which goes to w in one write when it fills:
+// no scratch copy, no allocation per packet, and a system call per
+// megabyte, so the capture writer keeps up with a worker.
 type ngWriter struct {
-	w   *bufio.Writer
-	buf []byte
+	w     io.Writer
+	buf   []byte
+	block int // where the block being built starts in buf
+	opt   int // where the option being built starts
+	err   error
+}
+
+// ngFlushAt is the buffered bytes that make a write: a few hundred
+// microseconds of a busy capture.
+const ngFlushAt = 1 << 20
+
+func newNgWriter(w io.Writer) ngWriter {
+	return ngWriter{w: w, buf: make([]byte, 0, ngFlushAt+1<<17)}
 }
 
 // Block types and option codes (pcapng, IETF draft-ietf-opsawg-pcapng).
@@ -32,6 +44,8 @@ const (
 	// Direction in epb_flags' low two bits.
 	flagInbound  = 1
 	flagOutbound = 2
+
+	maxOption = 0xFFFF // an option's length is 16 bits
 )
 
 func (n *ngWriter) u16(v uint16) { n.buf = binary.LittleEndian.AppendUint16(n.buf, v) }
@@ -44,27 +58,56 @@ func (n *ngWriter) pad() {
 }
 
 func (n *ngWriter) option(code uint16, v []byte) {
-	n.u16(code)
-	n.u16(uint16(len(v)))
+	n.beginOption(code)
 	n.buf = append(n.buf, v...)
+	n.endOption()
+}
+
+// beginOption starts an option whose value the caller appends to n.buf;
+// endOption sets its length (cutting a value over 64 KiB) and pads it.
+func (n *ngWriter) beginOption(code uint16) {
+	n.opt = len(n.buf)
+	n.u16(code)
+	n.u16(0)
+}
+
+func (n *ngWriter) endOption() {
+	l := len(n.buf) - n.opt - 4
+	if l > maxOption {
+		n.buf, l = n.buf[:n.opt+4+maxOption], maxOption
+	}
+	binary.LittleEndian.PutUint16(n.buf[n.opt+2:], uint16(l))
 	n.pad()
 }
 
-// begin starts a block of type t in the scratch buffer; end finishes it
-// (total length at both ends) and writes it.
+// begin starts a block of type t; end finishes it (total length at both
+// ends) and writes the buffer out when it is full. Blocks start 4-byte
+// aligned: every block's length is a multiple of 4.
 func (n *ngWriter) begin(t uint32) {
-	n.buf = n.buf[:0]
+	n.block = len(n.buf)
 	n.u32(t)
 	n.u32(0) // the length, set by end
 }
 
 func (n *ngWriter) end() error {
 	n.pad()
-	total := uint32(len(n.buf) + 4)
-	binary.LittleEndian.PutUint32(n.buf[4:], total)
+	total := uint32(len(n.buf) - n.block + 4)
+	binary.LittleEndian.PutUint32(n.buf[n.block+4:], total)
 	n.u32(total)
-	_, err := n.w.Write(n.buf)
-	return err
+	if len(n.buf) >= ngFlushAt {
+		return n.flush()
+	}
+	return n.err
+}
+
+// flush writes out what is buffered. After a write error every later
+// call returns it and nothing more is written.
+func (n *ngWriter) flush() error {
+	if len(n.buf) > 0 && n.err == nil {
+		_, n.err = n.w.Write(n.buf)
+	}
+	n.buf = n.buf[:0]
+	return n.err
 }
 
 // section writes the section header block.
@@ -97,8 +140,10 @@ func (n *ngWriter) iface(name, desc string, snaplen uint32) error {
 	return n.end()
 }
 
-// packet writes an enhanced packet block.
-func (n *ngWriter) packet(ifc uint32, ns int64, data []byte, origLen uint32, flags uint32, comment []byte) error {
+// beginPacket starts an enhanced packet block: its header and data. The
+// caller may add options (a comment built in place between beginOption
+// and endOption) before endPacket.
+func (n *ngWriter) beginPacket(ifc uint32, ns int64, data []byte, origLen uint32) {
 	n.begin(ngEPB)
 	n.u32(ifc)
 	n.u32(uint32(uint64(ns) >> 32))
@@ -107,13 +152,20 @@ func (n *ngWriter) packet(ifc uint32, ns int64, data []byte, origLen uint32, fla
 	n.u32(origLen)
 	n.buf = append(n.buf, data...)
 	n.pad()
-	if len(comment) > 0xFFFF {
-		comment = comment[:0xFFFF]
-	}
-	n.option(optComment, comment)
+}
+
+// endPacket adds the direction flags and ends the block.
+func (n *ngWriter) endPacket(flags uint32) error {
 	n.u16(optFlags)
 	n.u16(4)
 	n.u32(flags)
 	n.option(optEnd, nil)
 	return n.end()
+}
+
+// packet writes an enhanced packet block with a comment.
+func (n *ngWriter) packet(ifc uint32, ns int64, data []byte, origLen uint32, flags uint32, comment []byte) error {
+	n.beginPacket(ifc, ns, data, origLen)
+	n.option(optComment, comment)
+	return n.endPacket(flags)
 }

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"slices"
 	"strconv"
 
 	"roce-fwd/pipeline"
@@ -16,9 +17,26 @@ func Verdict(rec *pipeline.TapRecord, name func(uint16) string, m *roce.TCMap) s
 	return string(AppendVerdict(nil, rec, name, m))
 }
 
-// AppendVerdict is Verdict appended to b: the capture writer's form,
-// which allocates nothing once b has room.
+// AppendVerdict is Verdict appended to b, allocating nothing once b has
+// room.
 func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, m *roce.TCMap) []byte {
+	return appendVerdict(b, rec, name, m, nil)
+}
+
+// verdictCache keeps the parts of verdicts that repeat from packet to
+// packet, for the capture writer, which writes millions a second: the
+// opening of the last rx verdict (port, queue, lcore) and the closing
+// "; dscp D tc T ecn E" of each codepoint.
+type verdictCache struct {
+	rxKey  uint64 // port, queue and lcore of rx, plus one; 0: none yet
+	rx     []byte
+	marks  [64 * 8 * 4][]byte // by dscp, tc, ecn
+	marked [64 * 8 * 4]bool
+}
+
+// appendVerdict is AppendVerdict, taking repeated parts from vc when it
+// is not nil.
+func appendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, m *roce.TCMap, vc *verdictCache) []byte {
 	from := func(b []byte) []byte {
 		b = append(b, name(rec.RxPort)...)
 		b = append(b, " queue "...)
@@ -28,12 +46,15 @@ func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 	}
 	switch rec.Dir {
 	case pipeline.TapRx:
-		b = append(b, "rx "...)
-		b = append(b, name(rec.RxPort)...)
-		b = append(b, " queue "...)
-		b = strconv.AppendUint(b, uint64(rec.RxQueue), 10)
-		b = append(b, " lcore "...)
-		b = strconv.AppendUint(b, uint64(rec.Lcore), 10)
+		if vc == nil {
+			b = appendRxFrom(b, rec, name)
+			break
+		}
+		key := uint64(rec.RxPort)<<32 | uint64(rec.RxQueue)<<16 | uint64(rec.Lcore) + 1
+		if vc.rxKey != key {
+			vc.rx, vc.rxKey = appendRxFrom(vc.rx[:0], rec, name), key
+		}
+		b = append(b, vc.rx...)
 	case pipeline.TapTx:
 		b = append(b, "tx "...)
 		b = append(b, name(rec.TxPort)...)
@@ -75,13 +96,27 @@ func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 		b = append(b, "; impairment rule "...)
 		b = strconv.AppendInt(b, int64(rec.Impair), 10)
 	}
+	return appendWhat(b, rec, m, vc)
+}
+
+// appendRxFrom appends where a received packet was seen.
+func appendRxFrom(b []byte, rec *pipeline.TapRecord, name func(uint16) string) []byte {
+	b = append(b, "rx "...)
+	b = append(b, name(rec.RxPort)...)
+	b = append(b, " queue "...)
+	b = strconv.AppendUint(b, uint64(rec.RxQueue), 10)
+	b = append(b, " lcore "...)
+	return strconv.AppendUint(b, uint64(rec.Lcore), 10)
+}
+
+// appendWhat appends what the packet is, as the classifier reads the
+// bytes kept, and its marks.
+func appendWhat(b []byte, rec *pipeline.TapRecord, m *roce.TCMap, vc *verdictCache) []byte {
 	var r roce.Result
 	roce.Classify(rec.Data, m, false, &r)
 	switch {
 	case r.RoCE:
-		b = append(b, "; RoCEv2 "...)
-		b = append(b, r.Transport.String()...)
-		b = append(b, ' ')
+		b = append(b, "; RoCEv2 "...) // the opcode's name says its transport
 		b = append(b, r.Opcode.String()...)
 		b = append(b, " qp 0x"...)
 		b = appendHex6(b, r.DestQP)
@@ -104,12 +139,15 @@ func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 		b = appendHex(b, uint64(r.EtherType), 4)
 	}
 	if r.IPVersion != 0 {
-		b = append(b, "; dscp "...)
-		b = strconv.AppendUint(b, uint64(r.DSCP), 10)
-		b = append(b, " tc "...)
-		b = strconv.AppendUint(b, uint64(r.TC), 10)
-		b = append(b, " ecn "...)
-		b = append(b, ecnNames[r.ECN&3]...)
+		if vc != nil {
+			k := int(r.DSCP&63)<<5 | int(r.TC&7)<<2 | int(r.ECN&3)
+			if !vc.marked[k] {
+				vc.marks[k], vc.marked[k] = appendMarks(nil, &r), true
+			}
+			b = append(b, vc.marks[k]...)
+		} else {
+			b = appendMarks(b, &r)
+		}
 		if rec.Dir == pipeline.TapTx && rec.HasRxECN && rec.RxECN != r.ECN {
 			b = append(b, " (was "...)
 			b = append(b, ecnNames[rec.RxECN&3]...)
@@ -126,17 +164,30 @@ func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 	return b
 }
 
+// appendMarks appends a packet's DSCP, TC and ECN codepoint.
+func appendMarks(b []byte, r *roce.Result) []byte {
+	b = append(b, "; dscp "...)
+	b = strconv.AppendUint(b, uint64(r.DSCP), 10)
+	b = append(b, " tc "...)
+	b = strconv.AppendUint(b, uint64(r.TC), 10)
+	b = append(b, " ecn "...)
+	return append(b, ecnNames[r.ECN&3]...)
+}
+
 func appendHex6(b []byte, v uint32) []byte { return appendHex(b, uint64(v), 6) }
 
-// appendHex appends v in hex, zero-padded to width digits.
+// appendHex appends v in hex, zero-padded to width digits, in place.
 func appendHex(b []byte, v uint64, width int) []byte {
 	const digits = "0123456789abcdef"
-	var buf [16]byte
-	i := len(buf)
-	for v != 0 || len(buf)-i < width {
-		i--
-		buf[i] = digits[v&15]
+	n := width
+	for x := v >> (4 * uint(width)); x != 0; x >>= 4 {
+		n++
+	}
+	l := len(b)
+	b = slices.Grow(b, n)[:l+n]
+	for i := l + n - 1; i >= l; i-- {
+		b[i] = digits[v&15]
 		v >>= 4
 	}
-	return append(b, buf[i:]...)
+	return b
 }
