@@ -6,3 +6,8 @@ package prefetch
 //
 //go:noescape
 func lines(p *uintptr, n int)
+
+// forWrite prefetches for writing the lines of the n bytes from p; n > 0.
+//
+//go:noescape
+func forWrite(p *byte, n int)

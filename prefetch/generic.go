@@ -3,3 +3,5 @@
 package prefetch
 
 func lines(p *uintptr, n int) {}
+
+func forWrite(p *byte, n int) {}

@@ -15,3 +15,13 @@ func Lines(addrs []uintptr) {
 		lines(&addrs[0], len(addrs))
 	}
 }
+
+// ForWrite prefetches the cache lines of b for writing (PREFETCHW on
+// amd64, PRFM PSTL1KEEP on arm64): a ring the data path is about to fill,
+// whose lines another core last read, arrives owned, so the stores that
+// follow do not each wait for it.
+func ForWrite(b []byte) {
+	if len(b) > 0 {
+		forWrite(&b[0], len(b))
+	}
+}

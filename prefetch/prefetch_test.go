@@ -38,3 +38,24 @@ func BenchmarkLines32(b *testing.B) {
 		Lines(addrs)
 	}
 }
+
+// Prefetching a range for writing changes none of its bytes, whatever its
+// alignment and length, and allocates nothing.
+func TestForWriteIsHarmless(t *testing.T) {
+	buf := make([]byte, 4096)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	for _, r := range [][2]int{{0, 1}, {1, 63}, {63, 2}, {5, 4000}, {4095, 1}, {0, 4096}} {
+		ForWrite(buf[r[0] : r[0]+r[1]])
+	}
+	ForWrite(nil)
+	for i := range buf {
+		if buf[i] != byte(i) {
+			t.Fatalf("byte %d changed to %d", i, buf[i])
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { ForWrite(buf) }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}
