@@ -47,10 +47,9 @@ func (d *Daemon) tapSpec(words []string, trace bool) (capture.Request, pipeline.
 	if err != nil {
 		return r, pipeline.TapSpec{}, err
 	}
+	// 16384 packets per worker; their bytes, packed, in up to 32 MiB
+	// (pipeline.ArmTap sizes it from the snaplen).
 	spec := pipeline.TapSpec{Filter: r.Filter, Snaplen: r.Snaplen, Count: r.Count, Slots: 1 << 14}
-	if r.Snaplen > 2048 {
-		spec.Slots = 1 << 11 // 2048 full jumbo frames per worker at most
-	}
 	if r.BPF != "" {
 		if spec.Filter.BPF, err = dpdk.CompileBPF(r.BPF, 262144); err != nil {
 			return r, spec, err
@@ -168,7 +167,10 @@ func (d *Daemon) Trace() *capture.Trace {
 // stopTaps ends the capture and trace before the pipeline goes.
 func (d *Daemon) stopTaps() {
 	if d.taps.capture != nil {
-		d.taps.capture.Stop()
+		if st := d.taps.capture.Status(); st.Running {
+			st = d.taps.capture.Stop()
+			d.log.Info("capture stopped", "file", st.File, "written", st.Written, "lost", st.Lost)
+		}
 	}
 	if d.taps.trace != nil {
 		d.taps.trace.Stop()

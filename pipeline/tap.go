@@ -3,9 +3,11 @@ package pipeline
 import (
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"roce-fwd/cbpf"
 	"roce-fwd/dpdk"
+	"roce-fwd/prefetch"
 	"roce-fwd/qpstats"
 	"roce-fwd/roce"
 )
@@ -75,7 +77,19 @@ type TapSpec struct {
 	Filter  TapFilter
 	Snaplen int    // bytes kept of each packet
 	Count   uint64 // packets to take; 0: no limit
-	Slots   int    // ring slots per worker, a power of two
+	Slots   int    // ring slots (records) per worker, a power of two
+}
+
+// tapDataBytes is the size of a worker's ring of packet bytes for spec:
+// room for every slot's packet at up to 2 KiB each (a jumbo frame takes
+// more and so fewer fit), and for at least two of the largest.
+func tapDataBytes(spec TapSpec) int {
+	n := max(spec.Slots*min(spec.Snaplen, 2048), 2*spec.Snaplen)
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
 }
 
 // TapRecord is one tapped packet.
@@ -101,19 +115,27 @@ type TapRecord struct {
 // and publishes them with tail, the control plane reads up to tail and
 // frees slots with head. A slot's record holds no pointer (Data is made
 // by Read): the worker's writes then need no GC write barrier.
+//
+// The bytes go into a second ring, packed one packet after another (a
+// packet never wraps: one that would is put at the start), so a capture
+// of small frames touches few cache lines and pages on both sides, not a
+// snaplen-sized slot each. The reader frees bytes with dhead as it frees
+// their slots.
 type tapRing struct {
-	recs []TapRecord // Data unset; the slot's bytes are data[i*snap:][:caplen[i]]
-	caps []uint16
-	data []byte
-	snap int
-	mask uint64
-	_    [64]byte
-	head atomic.Uint64
-	_    [56]byte
-	tail atomic.Uint64
-	lost atomic.Uint64 // selected but the ring was full
-	took atomic.Uint64 // selected and written
-	_    [40]byte
+	recs  []TapRecord // Data unset; slot i's bytes are where where[i] says
+	where []tapBytes
+	data  []byte
+	snap  int
+	mask  uint64
+	dmask uint64
+	_     [64]byte
+	head  atomic.Uint64
+	dhead atomic.Uint64 // bytes freed, as a position that only grows
+	_     [48]byte
+	tail  atomic.Uint64
+	lost  atomic.Uint64 // selected but the ring was full
+	took  atomic.Uint64 // selected and written
+	_     [40]byte
 }
 
 // tap is a worker's view of a tap: its filter, ring and limit, and the
@@ -123,15 +145,25 @@ type tap struct {
 	ring  *tapRing
 	limit uint64
 	pos   uint64 // next slot to write; published to ring.tail per burst
-	head  uint64 // ring.head as last read: read again only when the ring looks full,
+	dpos  uint64 // where the next packet's bytes go (before wrapping)
+	head  uint64 // ring.head and dhead as last read: read again only when
+	dhead uint64 // the ring looks full,
 	full  bool   // and then once a burst
 	taken uint64
 	lost  uint64
 	res   roce.Result // scratch for filters on RoCE fields outside roce mode
 }
 
-func newTapRing(snap, slots int) *tapRing {
-	return &tapRing{recs: make([]TapRecord, slots), caps: make([]uint16, slots), data: make([]byte, slots*snap), snap: snap, mask: uint64(slots - 1)}
+// tapBytes is where a slot's bytes are in the ring's data: data[off:][:n],
+// and the position after them (which the reader frees up to).
+type tapBytes struct {
+	off, n uint32
+	end    uint64
+}
+
+func newTapRing(snap, slots, dataBytes int) *tapRing {
+	return &tapRing{recs: make([]TapRecord, slots), where: make([]tapBytes, slots),
+		data: make([]byte, dataBytes), snap: snap, mask: uint64(slots - 1), dmask: uint64(dataBytes - 1)}
 }
 
 // selects reports whether t takes packet j of b at point d, with rx port
@@ -171,34 +203,71 @@ func (t *tap) selects(w *Worker, b *burst, j int, d TapDir, rx, tx uint16, reaso
 	return true
 }
 
-// room reports whether the ring has a free slot, counting the selected
-// packet taken, and lost when it has none. The reader's line is read only
-// when the ring looks full, and then once a burst: it moves between the
-// cores each time the reader writes it.
-func (t *tap) room() bool {
-	r := t.ring
-	t.taken++
-	if t.pos-t.head > r.mask {
-		if !t.full {
-			t.head = r.head.Load()
-		}
-		if t.full = t.pos-t.head > r.mask; t.full {
-			t.lost++
-			return false
-		}
-	}
-	return true
+// selectsAll reports whether t takes every packet received on port, with
+// no filter to run per packet and no count to stop at.
+func (t *tap) selectsAll(port uint16) bool {
+	f := &t.f
+	return f.Dirs&TapRx != 0 && (f.Port < 0 || f.Port == int(port)) && !f.roce() && f.BPF == nil && t.limit == 0
 }
 
-// record writes packet m to the ring slot room found.
-func (t *tap) record(m *dpdk.Mbuf, rec TapRecord) {
+// room reports whether the ring has a free slot and room for the first
+// n bytes of a packet (at most the snaplen), counting the selected packet
+// taken, and lost when it has not. It returns where the bytes go. The
+// reader's line is read only when the ring looks full, and then once a
+// burst: it moves between the cores each time the reader writes it.
+func (t *tap) room(n int) (uint64, bool) {
+	r := t.ring
+	t.taken++
+	n = min(n, r.snap)
+	at := t.dpos
+	if o := at & r.dmask; o+uint64(n) > r.dmask+1 {
+		at += r.dmask + 1 - o // it would wrap: it goes at the start
+	}
+	if t.pos-t.head > r.mask || at+uint64(n)-t.dhead > r.dmask+1 {
+		if !t.full {
+			t.head, t.dhead = r.head.Load(), r.dhead.Load()
+		}
+		if t.full = t.pos-t.head > r.mask || at+uint64(n)-t.dhead > r.dmask+1; t.full {
+			t.lost++
+			return 0, false
+		}
+	}
+	return at, true
+}
+
+// prefetch asks for the ring's lines the next n packets would take, to
+// be written: the reader on another core read them last, and a store to
+// each would otherwise wait for its line in turn. It reaches up to the
+// end of the ring, and the bytes of packets of up to 128 bytes, and asks
+// for nothing the reader may still be reading.
+func (t *tap) prefetch(n int) {
+	r := t.ring
+	if t.pos+uint64(n)-t.head > r.mask+1 || t.dpos+uint64(n*128)-t.dhead > r.dmask+1 {
+		return // (as far as the worker knows) the reader has yet to read them
+	}
+	i := int(t.pos & r.mask)
+	k := min(n, len(r.recs)-i)
+	prefetch.ForWrite(unsafe.Slice((*byte)(unsafe.Pointer(&r.recs[i])), k*int(unsafe.Sizeof(r.recs[0]))))
+	prefetch.ForWrite(unsafe.Slice((*byte)(unsafe.Pointer(&r.where[i])), k*int(unsafe.Sizeof(r.where[0]))))
+	o := int(t.dpos & r.dmask)
+	prefetch.ForWrite(r.data[o:min(len(r.data), o+n*128)])
+}
+
+// record writes packet m to the ring slot and bytes room found.
+func (t *tap) record(m *dpdk.Mbuf, at uint64, rec TapRecord) {
+	rec.Len = uint32(m.PktLen())
+	t.recordBytes(m.Data(), at, &rec)
+}
+
+func (t *tap) recordBytes(d []byte, at uint64, rec *TapRecord) {
 	r := t.ring
 	i := t.pos & r.mask
-	n := copy(r.data[int(i)*r.snap:int(i+1)*r.snap], m.Data())
-	rec.Len = uint32(m.PktLen())
-	r.recs[i] = rec
-	r.caps[i] = uint16(n)
+	o := at & r.dmask
+	n := copy(r.data[o:o+uint64(min(len(d), r.snap))], d)
+	r.recs[i] = *rec
 	t.pos++
+	t.dpos = at + uint64(n+7)&^7 // the next packet's bytes 8-byte aligned
+	r.where[i] = tapBytes{off: uint32(o), n: uint32(n), end: t.dpos}
 }
 
 // publish makes the burst's records visible to the reader.
@@ -217,10 +286,23 @@ func (w *Worker) tapRx(b *burst) {
 		if t.f.Dirs&TapRx == 0 {
 			continue
 		}
+		t.prefetch(len(b.pkts))
+		all := t.selectsAll(src.port)
 		for j, m := range b.pkts {
-			if t.selects(w, b, j, TapRx, src.port, 0, 0) && t.room() {
-				t.record(m, TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: TapRx})
+			if !all && !t.selects(w, b, j, TapRx, src.port, 0, 0) {
+				continue
 			}
+			at, ok := t.room(int(m.DataLen()))
+			if !ok {
+				if all { // the rest of the burst is lost too
+					rest := uint64(len(b.pkts) - j - 1)
+					t.taken += rest
+					t.lost += rest
+					break
+				}
+				continue
+			}
+			t.record(m, at, TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: TapRx})
 		}
 		t.publish()
 	}
@@ -237,6 +319,9 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 		if t.f.Dirs&(TapTx|TapDrop) == 0 || t.f.Dirs&TapTx == 0 && (!drops || b.odd == 0) {
 			continue // a drop capture looks at a burst only when it has drops
 		}
+		if t.f.Dirs&TapTx != 0 {
+			t.prefetch(len(b.pkts))
+		}
 		for j, m := range b.pkts {
 			var d TapDir
 			var reason Reason
@@ -248,7 +333,11 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 			default:
 				continue
 			}
-			if !t.selects(w, b, j, d, src.port, txPort, reason) || !t.room() {
+			if !t.selects(w, b, j, d, src.port, txPort, reason) {
+				continue
+			}
+			at, ok := t.room(int(m.DataLen()))
+			if !ok {
 				continue
 			}
 			// The details only for a packet the tap takes.
@@ -270,7 +359,7 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 					}
 				}
 			}
-			t.record(m, rec)
+			t.record(m, at, rec)
 		}
 		t.publish()
 	}
@@ -306,7 +395,7 @@ func (p *Pipeline) ArmTap(spec TapSpec) (*Tap, error) {
 	}
 	t := &Tap{p: p, spec: spec}
 	for range p.Workers {
-		r := newTapRing(spec.Snaplen, spec.Slots)
+		r := newTapRing(spec.Snaplen, spec.Slots, tapDataBytes(spec))
 		wt := &tap{f: spec.Filter, ring: r, limit: spec.Count}
 		t.rings = append(t.rings, r)
 		t.taps = append(t.taps, wt)
@@ -345,13 +434,18 @@ func (t *Tap) Read(fn func(rec *TapRecord)) int {
 	n := 0
 	for _, r := range t.rings {
 		head, tail := r.head.Load(), r.tail.Load()
+		if head == tail {
+			continue
+		}
 		for ; head != tail; head++ {
 			i := int(head & r.mask)
 			t.cur = r.recs[i]
-			t.cur.Data = r.data[i*r.snap : i*r.snap+int(r.caps[i])]
+			w := r.where[i]
+			t.cur.Data = r.data[w.off : w.off+w.n]
 			fn(&t.cur)
 			n++
 		}
+		r.dhead.Store(r.where[(head-1)&r.mask].end) // the bytes up to the last record read are free
 		r.head.Store(head)
 	}
 	return n

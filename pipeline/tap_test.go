@@ -169,3 +169,79 @@ func TestTapPollDoesNotAllocate(t *testing.T) {
 	tp.Disarm()
 	closeRing(t, p, set)
 }
+
+// The packed ring of packet bytes: over many laps, with packets of every
+// size up to the snaplen, the reader gets each packet's bytes (cut at the
+// snaplen) in order; when the reader stalls, packets are lost once the
+// bytes, not only the slots, run out, and never overwrite unread ones.
+func TestTapDataRing(t *testing.T) {
+	spec := TapSpec{Snaplen: 300, Slots: 8}
+	r := newTapRing(spec.Snaplen, spec.Slots, tapDataBytes(spec)) // 4096 bytes
+	tp := &tap{ring: r}
+	reader := &Tap{rings: []*tapRing{r}, spec: spec}
+	pkt := func(k int) []byte {
+		b := make([]byte, k%400+1)
+		for i := range b {
+			b[i] = byte(k + i)
+		}
+		return b
+	}
+	written, read := 0, 0
+	check := func() {
+		reader.Read(func(rec *TapRecord) {
+			want := pkt(int(rec.NS))
+			want = want[:min(len(want), spec.Snaplen)]
+			if int(rec.NS) != read || !bytes.Equal(rec.Data, want) || rec.Len != uint32(int(rec.NS)%400+1) {
+				t.Fatalf("record %d: packet %d, %d bytes of %d", read, rec.NS, len(rec.Data), rec.Len)
+			}
+			read++
+		})
+	}
+	for k := 0; k < 5000; k++ {
+		d := pkt(written)
+		at, ok := tp.room(len(d))
+		if !ok {
+			t.Fatalf("packet %d: no room with the reader keeping up", written)
+		}
+		tp.recordBytes(d, at, &TapRecord{NS: int64(written), Len: uint32(len(d))})
+		written++
+		tp.publish()
+		if k%3 == 2 {
+			check()
+		}
+	}
+	check()
+	if read != written {
+		t.Fatalf("read %d of %d", read, written)
+	}
+	// A stalled reader: with a snaplen of 3000, 4 slots have 8192 bytes,
+	// so the bytes run out first: two packets fit, the rest are lost,
+	// and once read, two more fit, the first of them wrapping to the start.
+	spec = TapSpec{Snaplen: 3000, Slots: 4}
+	r = newTapRing(spec.Snaplen, spec.Slots, tapDataBytes(spec))
+	tp, reader = &tap{ring: r}, &Tap{rings: []*tapRing{r}, spec: spec}
+	for round := 0; round < 2; round++ {
+		taken := 0
+		for k := 0; k < 10; k++ {
+			d := bytes.Repeat([]byte{byte(round*10 + k)}, 3000)
+			if at, ok := tp.room(len(d)); ok {
+				tp.recordBytes(d, at, &TapRecord{NS: int64(k), Len: 3000})
+				taken++
+			}
+		}
+		tp.publish()
+		if lost := r.lost.Load(); taken != 2 || lost != uint64(8*(round+1)) {
+			t.Errorf("round %d: %d taken, %d lost in all of 10 packets of 3000 bytes into 8192", round, taken, lost)
+		}
+		var got []int64
+		reader.Read(func(rec *TapRecord) {
+			if !bytes.Equal(rec.Data, bytes.Repeat([]byte{byte(round*10 + int(rec.NS))}, 3000)) {
+				t.Errorf("round %d: packet %d's bytes overwritten", round, rec.NS)
+			}
+			got = append(got, rec.NS)
+		})
+		if len(got) != 2 || got[0] != 0 || got[1] != 1 {
+			t.Errorf("round %d: read %v, want packets 0 and 1", round, got)
+		}
+	}
+}
