@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"roce-fwd/capture"
 	"roce-fwd/offload"
 	"roce-fwd/pipeline"
 	"roce-fwd/ports"
@@ -40,6 +41,9 @@ type Report struct {
 	Route     *RouteReport                 `json:"route,omitempty"` // routed configs only
 	// Impair is the impairment rules with their counters, if any.
 	Impair []ImpairRule `json:"impair,omitempty"`
+	// Capture is the capture running or last run, if any: its packets
+	// written and lost (selected while its rings were full).
+	Capture *capture.Status `json:"capture,omitempty"`
 	// Flows reads the flow rules on demand rather than copying them: a
 	// NIC rule's counter is a query to the PMD, which only the exports
 	// that show rules should pay for.
@@ -196,6 +200,10 @@ func (d *Daemon) report(rates bool) Report {
 		r.Lcores = append(r.Lcores, lr)
 	}
 	r.Queued, r.Generated = d.Pipe.Queued(), d.Pipe.Generated()
+	if d.taps.capture != nil {
+		st := d.taps.capture.Status()
+		r.Capture = &st
+	}
 	if d.Pipe.Spec.QoS != nil {
 		tcs, pfc := d.Pipe.QoS()
 		r.QoS, r.PFC = map[string][]pipeline.TCQoS{}, map[string]*pipeline.PortPFC{}
@@ -279,6 +287,9 @@ func (r Report) WriteText(w io.Writer) {
 		r.RoCE.writeText(w, r.TopQPs)
 	}
 	r.writeQoSText(w)
+	if c := r.Capture; c != nil {
+		fmt.Fprintf(w, "  Capture to %s: %d packets written, %d lost (its rings were full)\n", c.File, c.Written, c.Lost)
+	}
 	fmt.Fprintf(w, "  Forwarded for %.1f s in %s mode\n", r.DurationS, r.Mode)
 }
 

@@ -161,8 +161,9 @@ flow = "ingress pattern eth / ipv4 / udp dst is 4791 / end actions drop / end"
 }
 
 // [capture] start captures from the first packet: every frame of a
-// capture replayed once is in the file as received and as sent, as many
-// as the ports counted; a bad start is refused at its line.
+// capture replayed once is in the file as received, as many as the port
+// counted and the stats JSON says were written; a bad start is refused at
+// its line.
 func TestCaptureFromConfig(t *testing.T) {
 	dir := t.TempDir()
 	in, file, statsPath := filepath.Join(dir, "in.pcap"), filepath.Join(dir, "c.pcapng"), filepath.Join(dir, "stats.json")
@@ -183,6 +184,9 @@ func TestCaptureFromConfig(t *testing.T) {
 	lines := tsharkFields(t, file, "frame.len", "frame.cap_len")
 	if len(lines) != len(frames) || s.Ports[0].RxPackets != uint64(len(frames)) {
 		t.Fatalf("the file holds %d packets, port in received %d, the capture replayed %d", len(lines), s.Ports[0].RxPackets, len(frames))
+	}
+	if c := s.Capture; c == nil || c.File != file || c.Running || c.Written != uint64(len(frames)) || c.Lost != 0 {
+		t.Errorf("stats JSON capture %+v: want %d written to %s, none lost, stopped", c, len(frames), file)
 	}
 	for i, l := range lines {
 		want := fmt.Sprintf("%d\t%d", len(frames[i]), min(len(frames[i]), 96))

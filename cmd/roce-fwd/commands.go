@@ -261,6 +261,9 @@ func runLoop(ctx context.Context, d *daemon.Daemon, log *slog.Logger, period tim
 	// after Close and crash it (Pipe and Ports are nil then).
 	closeCtl()
 	d.StopForwarding()
+	if st, ok := d.CaptureStatus(); ok && st.Running {
+		d.StopCapture() // its file complete, and its counts final in the report
+	}
 	rep := d.Report()
 	rep.WriteText(os.Stdout)
 	rc := 0

@@ -136,8 +136,14 @@ type statsJSON struct {
 		Packets         uint64  `json:"packets"`
 		CyclesPerPacket float64 `json:"cycles_per_packet"`
 	} `json:"lcores"`
-	Drops map[string]uint64 `json:"drops"`
-	RoCE  *struct {
+	Drops   map[string]uint64 `json:"drops"`
+	Capture *struct {
+		File    string `json:"file"`
+		Running bool   `json:"running"`
+		Written uint64 `json:"written_packets"`
+		Lost    uint64 `json:"lost_packets"`
+	} `json:"capture"`
+	RoCE *struct {
 		Ports []struct {
 			Name    string            `json:"name"`
 			Frames  uint64            `json:"frames"`
