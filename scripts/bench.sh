@@ -32,6 +32,10 @@
 #            in 50 addressed to the box (punted to its TAP, and so to the
 #            kernel) vs the same run with nothing for the box; the punts per
 #            second are printed beside it (needs root for the TAPs)
+#   capture  control mix of 8192 QPs: roce capturing every packet received
+#            (pcapng with verdicts, to a file in /dev/shm: this host's disk
+#            takes ~450 MB/s) vs roce without; the packets written per
+#            second, and lost, are printed beside it
 #
 # Environment:
 #   BENCH_ONLY       row groups to run, space-separated (default: all)
@@ -73,7 +77,7 @@ out=${BENCH_OUT:-bin/bench.txt}
 peers=${BENCH_PEERS:-/var/tmp/roce-fwd-peers}
 l3fwd=$peers/l3fwd
 pages=${BENCH_HUGEPAGES:-1024}
-all_groups=(demo 8k 64k 8k6 mtu4096 mtu1024 route route6 impair punt)
+all_groups=(demo 8k 64k 8k6 mtu4096 mtu1024 route route6 impair punt capture)
 read -r -a groups <<<"${BENCH_ONLY:-${all_groups[*]}}"
 for g in "${groups[@]}"; do
 	case " ${all_groups[*]} " in
@@ -122,7 +126,10 @@ restore_hugepages() {
 		mounted="" made_dir=""
 	fi
 }
+# The capture rows' file: tmpfs, so that the disk's speed is not measured.
+capfile=/dev/shm/roce-fwd-bench-$$.pcapng
 cleanup() {
+	rm -f "$capfile"
 	rm -rf "${rundir:?}/$tag"-*
 	if [ -n "$hugedir" ]; then rm -f "$hugedir/$tag"-*; fi
 	restore_hugepages
@@ -301,6 +308,7 @@ gen_args() {
 	route6) echo "--qps 8192 --mix control --ipv6" ;;
 	impair) echo "--qps 8192 --mix control" ;;
 	punt) echo "--qps 8192 --mix control" ;;
+	capture) echo "--qps 8192 --mix control" ;;
 	esac
 }
 
@@ -359,6 +367,7 @@ group_runs() {
 	route6) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@10k l3:fib@10k rf:io:route=10k" ;;
 	impair) echo "rf:roce rfx:roce rf:roce:impair16" ;;
 	punt) echo "rf:roce:route=1k:kernel rf:roce:route=1k:kernel:punt" ;;
+	capture) echo "rf:roce rf:roce:capture" ;;
 	esac
 }
 
@@ -392,6 +401,7 @@ route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd LPM v6|l3:l
 route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd FIB v6|l3:fib@10k|reference
 impair|control 8k QPs v4|roce, no impairment rule|rf:roce|same, impair stage compiled out|rfx:roce|>= 0.99
 impair|control 8k QPs v4|roce + 16 impairment rules|rf:roce:impair16|roce, no impairment rule|rf:roce|>= 0.80
+capture|control 8k QPs v4|roce, capturing all rx to pcapng|rf:roce:capture|roce, no capture|rf:roce|>= 0.90
 punt|control 8k QPs v4, 1k routes, 1 in 50 to the box|roce routed, punting to the kernel|rf:roce:route=1k:kernel:punt|same, nothing to punt|rf:roce:route=1k:kernel|>= 0.95
 ROWS
 
@@ -439,6 +449,7 @@ run_rocefwd() {
 	qos) extra=$(printf '[qos]\npreset = "nvidia-roce"') ;;
 	icrc) extra=$(printf '[roce]\nverify_icrc = true') ;;
 	impair16) extra=$(cat "$work/$g.impair.toml") ;;
+	capture) extra=$(printf '[capture]\nstart = "port src rx file %s"' "$capfile") ;;
 	"") ;;
 	*) die "unknown roce-fwd run option $opt" ;;
 	esac
@@ -477,10 +488,14 @@ run_rocefwd() {
 		--stats-json "$log.json" --log-level warn || rc=$?
 	end_run
 	if [ "$rc" != 0 ]; then die "roce-fwd exited with status $rc; see $log"; fi
-	local res punts
+	local res punts captured
 	res=$("${py[@]}" rocefwd "$secs" "$log" "$log.json") || res=0
-	read -r rate cpp punts <<<"$res"
+	read -r rate cpp punts captured <<<"$res"
 	if [ "$pcap" != "${wl_pcap[$g]}" ]; then echo "$g $spec $punts" >>"$work/punts"; fi
+	if [ "$opt" = capture ]; then
+		echo "$g $spec $captured $(stat -c %s "$capfile" 2>/dev/null || echo 0)" >>"$work/captured"
+		rm -f "$capfile"
+	fi
 	share=1
 }
 
@@ -587,6 +602,9 @@ mkdir -p "$(dirname "$out")"
 	echo "host load average (1, 5, 15 min; the runs themselves add about 1) before the runs: $load_start, after: $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo
 	"${py[@]}" table "$work/results" "$work/rows.run" "$tsc_hz"
+	if [ -s "$work/captured" ]; then
+		echo "captured (capture rows), packets written per second and bytes per packet by round: $(awk '{ printf "%s%.2f M, %.0f B", (NR > 1 ? " / " : ""), $3 / 1e6, ($3 > 0 ? $4 / ($3 * dur) : 0) }' dur="$((secs + 1))" "$work/captured")"
+	fi
 	if [ -s "$work/punts" ]; then
 		echo "punted to the kernel (punt rows), thousands of packets per second by round: $(awk '{ printf "%s%.1f", (NR > 1 ? " / " : ""), $3 / 1e3 }' "$work/punts")"
 	fi
