@@ -298,7 +298,7 @@ func (d *Daemon) bringUp() error {
 				return err
 			}
 			d.route.pump, spec.Route.KernelRings = kp, rings
-			kp.start()
+			kp.start(d.log.Warn)
 		}
 	}
 	// Impairment rules from the config act on the first packet.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -293,11 +294,20 @@ func (kp *kernelPump) dropped() uint64 {
 	return n
 }
 
-// start runs the pump until stop: a round per ~20 µs while idle.
-func (kp *kernelPump) start() {
+// start runs the pump until stop: a round per ~20 µs while idle. Its
+// thread is an EAL thread for the while: the TAPs' transmit frees each
+// mbuf it wrote, and with an lcore id those go through a mempool cache.
+func (kp *kernelPump) start(log func(msg string, args ...any)) {
 	kp.stop, kp.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(kp.done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := dpdk.RegisterThread(); err != nil {
+			log("exception path: the pump frees mbufs without a mempool cache", "err", err)
+		} else {
+			defer dpdk.UnregisterThread()
+		}
 		for {
 			select {
 			case <-kp.stop:

@@ -93,3 +93,18 @@ func (p *Pump) Free() {
 		p.c = nil
 	}
 }
+
+// RegisterThread makes the calling thread, which the caller has locked
+// (runtime.LockOSThread), an EAL thread with an lcore id of its own, so
+// that the mbufs it frees go through a mempool cache of its own instead
+// of one by one into the pool's shared ring, the ring the workers refill
+// their caches from. UnregisterThread gives the id back.
+func RegisterThread() error {
+	if C.rte_thread_register() != 0 {
+		return &Error{Op: "registering a thread with EAL", Errno: int(C.rf_errno())}
+	}
+	return nil
+}
+
+// UnregisterThread undoes RegisterThread on the calling thread.
+func UnregisterThread() { C.rte_thread_unregister() }
