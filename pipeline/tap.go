@@ -237,20 +237,23 @@ func (t *tap) room(n int) (uint64, bool) {
 
 // prefetch asks for the ring's lines the next n packets would take, to
 // be written: the reader on another core read them last, and a store to
-// each would otherwise wait for its line in turn. It reaches up to the
-// end of the ring, and the bytes of packets of up to 128 bytes, and asks
-// for nothing the reader may still be reading.
+// each would otherwise wait for its line in turn. It asks for no more
+// than the worker knows the reader has freed (a full ring stays with the
+// reader), up to the end of the ring, and for the bytes of packets of up
+// to 128 bytes.
 func (t *tap) prefetch(n int) {
 	r := t.ring
-	if t.pos+uint64(n)-t.head > r.mask+1 || t.dpos+uint64(n*128)-t.dhead > r.dmask+1 {
-		return // (as far as the worker knows) the reader has yet to read them
-	}
 	i := int(t.pos & r.mask)
-	k := min(n, len(r.recs)-i)
+	k := min(n, int(r.mask+1-(t.pos-t.head)), len(r.recs)-i)
+	if k <= 0 {
+		return
+	}
 	prefetch.ForWrite(unsafe.Slice((*byte)(unsafe.Pointer(&r.recs[i])), k*int(unsafe.Sizeof(r.recs[0]))))
 	prefetch.ForWrite(unsafe.Slice((*byte)(unsafe.Pointer(&r.where[i])), k*int(unsafe.Sizeof(r.where[0]))))
 	o := int(t.dpos & r.dmask)
-	prefetch.ForWrite(r.data[o:min(len(r.data), o+n*128)])
+	if free := int(r.dmask + 1 - (t.dpos - t.dhead)); free > 0 {
+		prefetch.ForWrite(r.data[o:min(len(r.data), o+k*128, o+free)])
+	}
 }
 
 // record writes packet m to the ring slot and bytes room found.
