@@ -22,7 +22,10 @@ func TestPGOProfileMatchesTheDataPath(t *testing.T) {
 	for _, call := range []string{"inlining call to roce.Classify", "inlining call to qpstats.(*Table).Add"} {
 		found := false
 		for _, l := range strings.Split(string(out), "\n") {
-			if strings.HasPrefix(l, "pipeline/rocestage.go:") && strings.HasSuffix(l, call) {
+			// The path is relative to where the package was compiled
+			// from: "../../pipeline/..." here, as replayed from the build
+			// cache when a build from the module's root made it.
+			if strings.Contains(l, "pipeline/rocestage.go:") && strings.HasSuffix(l, call) {
 				found = true
 			}
 		}
