@@ -206,8 +206,18 @@ func (t *tap) selects(w *Worker, b *burst, j int, d TapDir, rx, tx uint16, reaso
 // selectsAll reports whether t takes every packet received on port, with
 // no filter to run per packet and no count to stop at.
 func (t *tap) selectsAll(port uint16) bool {
+	return t.f.Dirs&TapRx != 0 && t.selectsEvery(port, port, TapRx)
+}
+
+// selectsEvery reports whether t takes every packet it sees at the
+// points dirs, received on port rx and sent on port tx: no filter to run
+// per packet, no count to stop at.
+func (t *tap) selectsEvery(rx, tx uint16, dirs TapDir) bool {
 	f := &t.f
-	return f.Dirs&TapRx != 0 && (f.Port < 0 || f.Port == int(port)) && !f.roce() && f.BPF == nil && t.limit == 0
+	if f.roce() || f.BPF != nil || f.Reasons != 0 || t.limit != 0 {
+		return false
+	}
+	return f.Port < 0 || (dirs&(TapRx|TapDrop) == 0 || f.Port == int(rx)) && (dirs&TapTx == 0 || f.Port == int(tx))
 }
 
 // room reports whether the ring has a free slot and room for the first
@@ -322,9 +332,15 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 		if t.f.Dirs&(TapTx|TapDrop) == 0 || t.f.Dirs&TapTx == 0 && (!drops || b.odd == 0) {
 			continue // a drop capture looks at a burst only when it has drops
 		}
-		if t.f.Dirs&TapTx != 0 {
-			t.prefetch(len(b.pkts))
+		look := t.f.Dirs & (TapTx | TapDrop)
+		if !out {
+			look &^= TapTx
 		}
+		if !drops {
+			look &^= TapDrop
+		}
+		t.prefetch(len(b.pkts))
+		all := t.selectsEvery(src.port, txPort, look)
 		for j, m := range b.pkts {
 			var d TapDir
 			var reason Reason
@@ -336,11 +352,22 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 			default:
 				continue
 			}
-			if !t.selects(w, b, j, d, src.port, txPort, reason) {
+			if d&look == 0 || !all && !t.selects(w, b, j, d, src.port, txPort, reason) {
 				continue
 			}
 			at, ok := t.room(int(m.DataLen()))
 			if !ok {
+				if all { // so is every packet after it that the tap looks at
+					rest := uint64(0)
+					for _, f := range b.fate[j+1 : len(b.pkts)] {
+						if f >= fateDrop && look&TapDrop != 0 || f < fateDrop && look&TapTx != 0 {
+							rest++
+						}
+					}
+					t.taken += rest
+					t.lost += rest
+					break
+				}
 				continue
 			}
 			// The details only for a packet the tap takes.

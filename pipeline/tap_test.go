@@ -143,6 +143,33 @@ func TestTapRingFullCountsLost(t *testing.T) {
 	}
 }
 
+// A drop capture whose ring fills counts the rest of the drops lost,
+// and only the drops: of 60 runts among 40 good frames, 16 are taken and
+// 44 lost, and the good frames are forwarded.
+func TestTapDropRingFullCountsLost(t *testing.T) {
+	var frames [][]byte
+	for i, f := range testenv.Frames(40) {
+		frames = append(frames, f, make([]byte, 10+i%4)) // mac mode drops a runt (under 14 bytes)
+		if i%2 == 0 {
+			frames = append(frames, make([]byte, 11))
+		}
+	}
+	recs, tp, r := tapRun(t, "mac", frames, TapSpec{Filter: TapFilter{Dirs: TapDrop, Port: -1, QP: -1}, Snaplen: 64, Slots: 16})
+	got := r.finish(t)
+	taken, lost := tp.Counts()
+	if len(recs) != 16 || taken != 16 || lost != 44 {
+		t.Errorf("%d records, %d taken, %d lost; want 16, 16, 44", len(recs), taken, lost)
+	}
+	for _, rec := range recs {
+		if rec.Dir != TapDrop || rec.Reason != DropRunt {
+			t.Errorf("a record of %v %v, want runt drops only", rec.Dir, rec.Reason)
+		}
+	}
+	if len(got) != 40 {
+		t.Errorf("%d frames forwarded, want 40", len(got))
+	}
+}
+
 // A worker with a tap armed allocates nothing per poll.
 func TestTapPollDoesNotAllocate(t *testing.T) {
 	cfg, set := openPorts(t, "roce", "net_ring%d")
