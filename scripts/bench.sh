@@ -34,8 +34,9 @@
 #            second are printed beside it (needs root for the TAPs)
 #   capture  control mix of 8192 QPs: roce capturing every packet received
 #            (pcapng with verdicts, to a file in /dev/shm: this host's disk
-#            takes ~450 MB/s) vs roce without; the packets written per
-#            second, and lost, are printed beside it
+#            takes ~450 MB/s) vs roce without; and roce dropping every other
+#            packet (an impairment rule) with a capture of the drops vs
+#            without; the packets written per second are printed beside it
 #
 # Environment:
 #   BENCH_ONLY       row groups to run, space-separated (default: all)
@@ -367,7 +368,7 @@ group_runs() {
 	route6) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@10k l3:fib@10k rf:io:route=10k" ;;
 	impair) echo "rf:roce rfx:roce rf:roce:impair16" ;;
 	punt) echo "rf:roce:route=1k:kernel rf:roce:route=1k:kernel:punt" ;;
-	capture) echo "rf:roce rf:roce:capture" ;;
+	capture) echo "rf:roce rf:roce:capture rf:roce:drop2 rf:roce:drop2-capture" ;;
 	esac
 }
 
@@ -402,6 +403,7 @@ route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd FIB v6|l3:f
 impair|control 8k QPs v4|roce, no impairment rule|rf:roce|same, impair stage compiled out|rfx:roce|>= 0.99
 impair|control 8k QPs v4|roce + 16 impairment rules|rf:roce:impair16|roce, no impairment rule|rf:roce|>= 0.80
 capture|control 8k QPs v4|roce, capturing all rx to pcapng|rf:roce:capture|roce, no capture|rf:roce|>= 0.90
+capture|control 8k QPs v4, every 2nd dropped|roce, capturing the drops|rf:roce:drop2-capture|roce, no capture|rf:roce:drop2|>= 1.00
 punt|control 8k QPs v4, 1k routes, 1 in 50 to the box|roce routed, punting to the kernel|rf:roce:route=1k:kernel:punt|same, nothing to punt|rf:roce:route=1k:kernel|>= 0.95
 ROWS
 
@@ -450,6 +452,10 @@ run_rocefwd() {
 	icrc) extra=$(printf '[roce]\nverify_icrc = true') ;;
 	impair16) extra=$(cat "$work/$g.impair.toml") ;;
 	capture) extra=$(printf '[capture]\nstart = "port src rx file %s"' "$capfile") ;;
+	drop2) extra=$(printf '[impair]\nrules = ["every 2 action drop"]') ;;
+	drop2-capture)
+		extra=$(printf '[impair]\nrules = ["every 2 action drop"]\n[capture]\nstart = "port src drop file %s"' "$capfile")
+		;;
 	"") ;;
 	*) die "unknown roce-fwd run option $opt" ;;
 	esac
@@ -492,7 +498,7 @@ run_rocefwd() {
 	res=$("${py[@]}" rocefwd "$secs" "$log" "$log.json") || res=0
 	read -r rate cpp punts captured <<<"$res"
 	if [ "$pcap" != "${wl_pcap[$g]}" ]; then echo "$g $spec $punts" >>"$work/punts"; fi
-	if [ "$opt" = capture ]; then
+	if [ "${opt%capture}" != "$opt" ]; then
 		echo "$g $spec $captured $(stat -c %s "$capfile" 2>/dev/null || echo 0)" >>"$work/captured"
 		rm -f "$capfile"
 	fi
@@ -603,7 +609,7 @@ mkdir -p "$(dirname "$out")"
 	echo
 	"${py[@]}" table "$work/results" "$work/rows.run" "$tsc_hz"
 	if [ -s "$work/captured" ]; then
-		echo "captured (capture rows), packets written per second and bytes per packet by round: $(awk '{ printf "%s%.2f M, %.0f B", (NR > 1 ? " / " : ""), $3 / 1e6, ($3 > 0 ? $4 / ($3 * dur) : 0) }' dur="$((secs + 1))" "$work/captured")"
+		echo "captured (capture rows), packets written per second and bytes per packet by round: $(awk '{ printf "%s%s %.2f M, %.0f B", (NR > 1 ? " / " : ""), $2, $3 / 1e6, ($3 > 0 ? $4 / ($3 * dur) : 0) }' dur="$((secs + 1))" "$work/captured")"
 	fi
 	if [ -s "$work/punts" ]; then
 		echo "punted to the kernel (punt rows), thousands of packets per second by round: $(awk '{ printf "%s%.1f", (NR > 1 ? " / " : ""), $3 / 1e3 }' "$work/punts")"
