@@ -199,13 +199,14 @@ func (d *Daemon) report(rates bool) Report {
 		}
 		r.Lcores = append(r.Lcores, lr)
 	}
-	r.Queued, r.Generated = d.Pipe.Queued(), d.Pipe.Generated()
+	qc := d.Pipe.QoSCounters() // one snapshot per worker for all of it
+	r.Queued, r.Generated = qc.Queued, qc.Generated
 	if d.taps.capture != nil {
 		st := d.taps.capture.Status()
 		r.Capture = &st
 	}
 	if d.Pipe.Spec.QoS != nil {
-		tcs, pfc := d.Pipe.QoS()
+		tcs, pfc := qc.TCs, qc.PFC
 		r.QoS, r.PFC = map[string][]pipeline.TCQoS{}, map[string]*pipeline.PortPFC{}
 		for id, t := range tcs {
 			r.QoS[d.Pipe.Spec.Ports[id].Name] = t

@@ -117,25 +117,47 @@ type Watchdog struct {
 	InStorm        bool   `json:"in_storm"`
 }
 
-// QoS reports every egress port's TCs and every port's PFC, keyed by
-// port id, summed over the workers; nil when the QoS stage is off.
-func (p *Pipeline) QoS() (map[uint16][]TCQoS, map[uint16]*PortPFC) {
-	var tcs map[uint16][]TCQoS
-	var pfc map[uint16]*PortPFC
+// QoSCounters is what the QoS stage counts, summed over the workers from
+// one snapshot of each: a report needs all of it, and each snapshot is a
+// round trip to every worker.
+type QoSCounters struct {
+	// Every egress port's TCs and every port's PFC, keyed by port id; nil
+	// when the QoS stage is off.
+	TCs map[uint16][]TCQoS
+	PFC map[uint16]*PortPFC
+	// Queued is the packets the QoS queues hold and the impairment rules
+	// hold back; Generated, the frames the workers built and sent
+	// themselves (PFC, PFC storms, duplicates), which the PMD counts as
+	// transmitted.
+	Queued, Generated uint64
+}
+
+// QoSCounters takes every worker's QoS counters once.
+func (p *Pipeline) QoSCounters() QoSCounters {
+	var c QoSCounters
+	_, made := p.impairCounts()
+	c.Queued, c.Generated = uint64(p.heldPackets()), made
 	port := func(id uint16) *PortPFC {
-		if pfc[id] == nil {
-			pfc[id] = &PortPFC{Mode: p.Spec.QoS.Ports[id].Mode}
+		if c.PFC[id] == nil {
+			c.PFC[id] = &PortPFC{Mode: p.Spec.QoS.Ports[id].Mode}
 		}
-		return pfc[id]
+		return c.PFC[id]
 	}
 	for _, w := range p.Workers {
 		eg, in := w.qosStats()
 		if eg == nil && in == nil {
 			continue
 		}
-		if tcs == nil {
-			tcs, pfc = map[uint16][]TCQoS{}, map[uint16]*PortPFC{}
+		for _, e := range eg {
+			c.Queued += uint64(e.packets)
 		}
+		for _, s := range in {
+			c.Generated += s.sent
+		}
+		if c.TCs == nil {
+			c.TCs, c.PFC = map[uint16][]TCQoS{}, map[uint16]*PortPFC{}
+		}
+		tcs := c.TCs
 		for _, e := range eg {
 			t := tcs[e.port]
 			if t == nil {
@@ -193,35 +215,21 @@ func (p *Pipeline) QoS() (map[uint16][]TCQoS, map[uint16]*PortPFC) {
 			pp.TxFailed += s.failed
 		}
 	}
-	return tcs, pfc
+	return c
 }
 
-// Queued is the number of packets the workers' QoS queues hold, and the
-// impairment rules hold back.
-func (p *Pipeline) Queued() uint64 {
-	n := uint64(p.heldPackets())
-	for _, w := range p.Workers {
-		eg, _ := w.qosStats()
-		for _, e := range eg {
-			n += uint64(e.packets)
-		}
-	}
-	return n
+// QoS reports every egress port's TCs and every port's PFC (QoSCounters).
+func (p *Pipeline) QoS() (map[uint16][]TCQoS, map[uint16]*PortPFC) {
+	c := p.QoSCounters()
+	return c.TCs, c.PFC
 }
 
-// Generated is the number of frames the workers built and sent
-// themselves (PFC, PFC storms, duplicates), which the PMD counts as
-// transmitted.
-func (p *Pipeline) Generated() uint64 {
-	_, n := p.impairCounts()
-	for _, w := range p.Workers {
-		_, in := w.qosStats()
-		for _, s := range in {
-			n += s.sent
-		}
-	}
-	return n
-}
+// Queued is QoSCounters' Queued: what the QoS queues and the impairment
+// rules hold.
+func (p *Pipeline) Queued() uint64 { return p.QoSCounters().Queued }
+
+// Generated is QoSCounters' Generated: the frames the workers made.
+func (p *Pipeline) Generated() uint64 { return p.QoSCounters().Generated }
 
 // qosStats returns copies of the worker's QoS counters.
 func (w *Worker) qosStats() ([]egressStats, []ingressStats) {
