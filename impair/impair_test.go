@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"roce-fwd/internal/roceframe"
 	"roce-fwd/roce"
 )
 
@@ -45,17 +46,7 @@ func frame(t testing.TB, p pkt) ([]byte, roce.Result) {
 	if p.op == cnp {
 		spec.Payload = make([]byte, 16)
 	}
-	f, err := spec.Append(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r roce.Result
-	m := roce.DefaultTCMap()
-	roce.Classify(f, &m, true, &r)
-	if !r.RoCE || r.Err != roce.ReasonNone {
-		t.Fatalf("test frame not RoCE: %+v", r)
-	}
-	return f, r
+	return roceframe.Build(t, spec)
 }
 
 func ports(s string) (uint16, error) {

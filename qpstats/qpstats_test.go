@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"roce-fwd/internal/roceframe"
 	"roce-fwd/roce"
 )
 
@@ -30,17 +31,7 @@ func frame(t testing.TB, p pkt) ([]byte, roce.Result) {
 	if p.op == 0x81 {
 		spec.Payload = make([]byte, 16)
 	}
-	f, err := spec.Append(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r roce.Result
-	m := roce.DefaultTCMap()
-	roce.Classify(f, &m, true, &r)
-	if !r.RoCE || r.Err != roce.ReasonNone {
-		t.Fatalf("test frame not RoCE: %+v", r)
-	}
-	return f, r
+	return roceframe.Build(t, spec)
 }
 
 func observe(t *testing.T, tab *Table, now int64, ps ...pkt) {
