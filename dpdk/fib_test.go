@@ -589,7 +589,7 @@ func buildSet(tb testing.TB, v4 bool, n int, huge bool) *benchSet {
 			s.tab.LookupBatch4(s.a4[i:i+1], s.goNH[i:i+1])
 		} else {
 			s.rte6.LookupBulk(&s.ip6[i], &s.rteNH[i], 1)
-			s.tab.LookupBatch6(s.hi[i:i+1], s.lo[i:i+1], s.goNH[i:i+1])
+			s.tab.LookupBatch6(s.hi[i:i+1], s.lo[i:i+1], s.goNH[i:i+1], nil)
 		}
 		if s.rteNH[i] == 0 || s.rteNH[i] != uint64(s.goNH[i]) {
 			tb.Fatalf("pool address %d: rte next hop %d, fib.Table %d", i, s.rteNH[i], s.goNH[i])
@@ -601,7 +601,7 @@ func buildSet(tb testing.TB, v4 bool, n int, huge bool) *benchSet {
 		s.tab.LookupBatch4(s.a4, s.goNH)
 	} else {
 		s.rte6.LookupBursts(&s.ip6[0], &s.rteNH[0], pool, burst)
-		s.tab.LookupBatch6(s.hi, s.lo, s.goNH)
+		s.tab.LookupBatch6(s.hi, s.lo, s.goNH, nil)
 	}
 	for i := range pool {
 		if s.rteNH[i] == 0 || s.rteNH[i] != uint64(s.goNH[i]) {
@@ -683,7 +683,7 @@ func (s *benchSet) run(b *testing.B) {
 	})
 	bench("go", func(pos int) {
 		for i := pos; i < pos+perIter; i += burst {
-			s.tab.LookupBatch6(s.hi[i:i+burst], s.lo[i:i+burst], s.goNH[i:i+burst])
+			s.tab.LookupBatch6(s.hi[i:i+burst], s.lo[i:i+burst], s.goNH[i:i+burst], nil)
 		}
 	})
 }

@@ -183,26 +183,64 @@ func BenchmarkLookup4(b *testing.B) {
 	}
 }
 
+// BenchmarkLookupBatch6 looks up addresses inside random routes, where
+// a memo rarely answers (it costs its checks and what it learns), and,
+// as "subnets", hosts of 16 routed /64s (a fabric's racks) among the same
+// routes, where it answers nearly every lookup.
 func BenchmarkLookupBatch6(b *testing.B) {
 	for _, n := range []int{1_000, 200_000} {
 		for _, huge := range []bool{false, true} {
-			b.Run(fmt.Sprintf("routes=%d/pages=%s", n, pageNames[huge]), func(b *testing.B) {
-				s := benchTable(b, V6, n, Config{FirstBits: 24, Groups: 1 << 19}, huge)
-				nh := make([]uint32, burst)
-				pos := 0
-				for b.Loop() {
-					for range perIter / burst {
-						if pos+burst > len(s.hi) {
-							pos = 0
-						}
-						s.tab.LookupBatch6(s.hi[pos:pos+burst], s.lo[pos:pos+burst], nh)
-						pos += burst
-					}
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perIter), "ns/lookup")
-			})
+			for _, memo := range []bool{false, true} {
+				b.Run(fmt.Sprintf("routes=%d/pages=%s/memo=%v", n, pageNames[huge], memo), func(b *testing.B) {
+					s := benchTable(b, V6, n, Config{FirstBits: 24, Groups: 1 << 19}, huge)
+					benchBatch6(b, s.tab, s.hi, s.lo, memo)
+				})
+			}
 		}
 	}
+	for _, memo := range []bool{false, true} {
+		b.Run(fmt.Sprintf("subnets/memo=%v", memo), func(b *testing.B) {
+			s := benchTable(b, V6, 1_000, Config{FirstBits: 24, Groups: 1 << 19}, true)
+			r := rand.New(rand.NewPCG(5, 5))
+			var nets []netip.Prefix
+			for range 16 {
+				p := netip.PrefixFrom(addr6(0xfd00<<48|r.Uint64N(1<<32), 0), 64)
+				nets = append(nets, p)
+				if err := s.tab.Add(p, 1+r.Uint32N(100)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			defer func() {
+				for _, p := range nets {
+					s.tab.Delete(p)
+				}
+			}()
+			hi, lo := make([]uint64, perIter), make([]uint64, perIter)
+			for i := range hi {
+				hi[i], lo[i] = u128(inside(r, nets[r.IntN(len(nets))]))
+			}
+			benchBatch6(b, s.tab, hi, lo, memo)
+		})
+	}
+}
+
+func benchBatch6(b *testing.B, tab *Table, hi, lo []uint64, memo bool) {
+	var m *Memo
+	if memo {
+		m = new(Memo)
+	}
+	nh := make([]uint32, burst)
+	pos := 0
+	for b.Loop() {
+		for range perIter / burst {
+			if pos+burst > len(hi) {
+				pos = 0
+			}
+			tab.LookupBatch6(hi[pos:pos+burst], lo[pos:pos+burst], nh, m)
+			pos += burst
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perIter), "ns/lookup")
 }
 
 // BenchmarkAdd4 fills a table with 1M routes, 10k per iteration, and

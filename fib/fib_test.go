@@ -148,7 +148,7 @@ func TestBatchEqualsSingle(t *testing.T) {
 					hi[i], lo[i] = u128(a)
 					want[i] = tab.Lookup6(hi[i], lo[i])
 				}
-				tab.LookupBatch6(hi, lo, got)
+				tab.LookupBatch6(hi, lo, got, nil)
 			}
 			if !slices.Equal(got[:n], want) || got[n] != 12345 {
 				t.Fatalf("%v batch of %d: got %v\nwant %v", family, n, got, want)
@@ -344,7 +344,8 @@ func TestAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { t4.LookupBatch4(a4, nh) }); n != 0 {
 		t.Errorf("LookupBatch4: %v allocations", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { t6.LookupBatch6(hi, lo, nh) }); n != 0 {
+	var m Memo
+	if n := testing.AllocsPerRun(100, func() { t6.LookupBatch6(hi, lo, nh, &m) }); n != 0 {
 		t.Errorf("LookupBatch6: %v allocations", n)
 	}
 	if n := testing.AllocsPerRun(100, func() { nh[0] = t4.Lookup4(a4[0]) + t6.Lookup6(hi[0], lo[0]) }); n != 0 {
@@ -392,7 +393,7 @@ func TestEveryStoreOldOrNew(t *testing.T) {
 			if c.family == V4 {
 				tab.LookupBatch4(a4, batch)
 			} else {
-				tab.LookupBatch6(hi, lo, batch)
+				tab.LookupBatch6(hi, lo, batch, nil)
 			}
 			for i, a := range addrs {
 				var got uint32

@@ -122,69 +122,183 @@ func (t *Table) batch4(addrs []uint32, nh []uint32) {
 
 // LookupBatch6 looks up every address hi[i]:lo[i] (as Lookup6) into
 // nh[i]; lo and nh must be at least as long as hi. It is staged like
-// LookupBatch4, which matters more here: an IPv6 /48 is three group
+// LookupBatch4, which matters more here: an IPv6 /64 is five group
 // levels below a 24-bit first level, and each level of the chunk's
 // pending lookups is prefetched before it is read.
-func (t *Table) LookupBatch6(hi, lo []uint64, nh []uint32) {
+//
+// m, if not nil, is the caller's Memo: an address that agrees with one
+// it remembers in the bits that decided that lookup gets the same next
+// hop without a walk, and the walks made fill it in. A memo belongs to
+// one caller (a worker lcore) and one table.
+func (t *Table) LookupBatch6(hi, lo []uint64, nh []uint32, m *Memo) {
 	lo, nh = lo[:len(hi)], nh[:len(hi)]
+	if m != nil {
+		if g := t.gen.Load(); m.t != t || m.gen != g {
+			// The table changed since the memo was filled: forget it.
+			clear(m.e[:])
+			m.t, m.gen = t, g
+		}
+	}
 	for len(hi) > chunk {
-		t.batch6(hi[:chunk], lo[:chunk], nh[:chunk])
+		t.batch6(hi[:chunk], lo[:chunk], nh[:chunk], m)
 		hi, lo, nh = hi[chunk:], lo[chunk:], nh[chunk:]
 	}
-	t.batch6(hi, lo, nh)
+	t.batch6(hi, lo, nh, m)
 }
 
-func (t *Table) batch6(hi, lo []uint64, nh []uint32) {
+// memoSize is the entries of a Memo: enough for the destination subnets
+// and hosts a busy port's bursts go to, small enough to stay in the L1
+// cache (2.5 KiB).
+const memoSize = 64
+
+// Memo is one caller's memory of its recent IPv6 lookups in one table.
+// A lookup that ends at a level of the trie depends only on the address
+// bits it walked through (the first level's and 8 per group); every
+// address agreeing in those bits walks the same entries to the same
+// result. So the memo keeps, per entry, an address, the mask of the bits
+// its walk used and its next hop.
+//
+// It is direct-mapped twice: a walk that used no more than the upper 64
+// bits (a fabric's /64 and shorter subnets, without longer routes inside)
+// is kept by those bits, so that every host of the subnet finds it; a
+// longer walk (host routes) by the whole address. A lookup checks both.
+//
+// Any change to the table (each entry the writer stores) makes the next
+// LookupBatch6 forget the memo, so a result is never older than the
+// table was at the start of the previous lookup batch, the same bound a
+// lookup racing an update has. The zero Memo is empty.
+type Memo struct {
+	t   *Table
+	gen uint64
+	e   [memoSize]memoEntry
+}
+
+type memoEntry struct {
+	hi, lo   uint64 // the address, masked
+	mhi, mlo uint64 // the bits the walk used; mhi 0: empty
+	nh       uint32
+}
+
+// memoSubnet and memoHost are where a walk of up to 64 bits and a longer
+// one are kept.
+func memoSubnet(hi uint64) uint64 { return hi * 0x9e3779b97f4a7c15 >> 58 }
+func memoHost(hi, lo uint64) uint64 {
+	return (hi ^ lo*0xbf58476d1ce4e5b9) * 0x94d049bb133111eb >> 58
+}
+
+// answers reports whether e holds the result of hi:lo.
+func (e *memoEntry) answers(hi, lo uint64) bool {
+	return hi&e.mhi == e.hi && lo&e.mlo == e.lo && e.mhi != 0
+}
+
+// learn looks hi:lo up once more, alone, and records in m what it gave
+// and how many of its bits the walk used. Called for a few addresses per
+// batch, just walked (their entries are in the cache): the staged walk
+// itself stays free of the memo's work.
+func (m *Memo) learn(t *Table, hi, lo uint64) {
+	f := t.fbits
+	e := atomic.LoadUint32(&t.first[hi>>(64-f)])
+	h, l, bits := hi<<f|lo>>(64-f), lo<<f, f
+	for e&groupBit != 0 {
+		e = atomic.LoadUint32(&t.groups[(e&payloadMask)<<8|uint32(h>>56)])
+		h, l, bits = h<<8|l>>56, l<<8, bits+8
+	}
+	mhi := ^uint64(0) << (64 - min(bits, 64))
+	mlo := ^uint64(0) << (128 - bits) // 0 up to 64 bits: Go's shifts by 64 or more give 0
+	i := memoSubnet(hi)
+	if bits > 64 {
+		i = memoHost(hi, lo)
+	}
+	m.e[i&(memoSize-1)] = memoEntry{hi: hi & mhi, lo: lo & mlo, mhi: mhi, mlo: mlo, nh: e & payloadMask}
+}
+
+// batch6 is LookupBatch6 for up to chunk addresses. The lookups still
+// walking carry their address shifted past the bits used so far (ph:pl),
+// their index (pi) and the entry to read next (pe), kept packed at the
+// front as lookups finish: each level's work is a few constant shifts per
+// pending lookup.
+func (t *Table) batch6(hi, lo []uint64, nh []uint32, m *Memo) {
 	var pf [chunk]uintptr
-	var pend [chunk]uint8
+	var ph, pl [chunk]uint64
+	var pe [chunk]uint32
+	var pi [chunk]uint8
 	first, groups := t.first, t.groups
 	f := t.fbits
-	lo, nh = lo[:len(hi)], nh[:len(hi)]
-	if len(hi) == 0 || len(hi) > chunk {
+	n := len(hi)
+	lo, nh = lo[:n], nh[:n]
+	if n == 0 || n > chunk {
 		return
 	}
 
+	// The memo's answers, and the first-level lines of the rest.
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(first)))
+	ns := 0 // staged: their indexes in pi
 	for i, h := range hi {
-		pf[i] = base + uintptr(h>>(64-f))*4
+		if m != nil {
+			l := lo[i]
+			if e := &m.e[memoSubnet(h)&(memoSize-1)]; e.answers(h, l) {
+				nh[i] = e.nh
+				continue
+			}
+			if e := &m.e[memoHost(h, l)&(memoSize-1)]; e.answers(h, l) {
+				nh[i] = e.nh
+				continue
+			}
+		}
+		pi[ns&(chunk-1)] = uint8(i)
+		pf[ns&(chunk-1)] = base + uintptr(h>>(64-f))*4
+		ns++
 	}
-	prefetch.Lines(pf[:len(hi)])
+	if ns == 0 {
+		return
+	}
+	prefetch.Lines(pf[:ns])
+	// The memo learns the first and the last address walked: a burst's
+	// destinations are learnt a few per burst, with no cost per lookup.
+	learn0, learn1 := int(pi[0]), int(pi[(ns-1)&(chunk-1)])
 
+	// The first level. nh holds the payload: the next hop, or the group
+	// index while the lookup is pending; adding the group bit to np
+	// instead of branching keeps a mix of leaves and groups free of
+	// mispredictions.
 	np := 0
-	for i, h := range hi {
+	for k := range ns {
+		i := pi[k&(chunk-1)]
+		h, l := hi[i], lo[i]
 		e := atomic.LoadUint32(&first[h>>(64-f)])
 		nh[i] = e & payloadMask
-		pend[np&(chunk-1)] = uint8(i)
+		h, l = h<<f|l>>(64-f), l<<f
+		d := np & (chunk - 1)
+		ph[d], pl[d], pi[d], pe[d] = h, l, i, (e&payloadMask)<<8|uint32(h>>56)
 		np += int(e >> 31)
 	}
 
-	// Each level's entries are computed once: prefetched, then read.
-	var idx [chunk]uint32
+	// The group levels: each pending lookup's line prefetched, then read.
 	gbase := uintptr(unsafe.Pointer(unsafe.SliceData(groups)))
-	for s := uint(f); np > 0; s += 8 {
-		pend := pend[:np]
-		for j, i := range pend {
-			x := nh[i]<<8 | byteAt(hi[i], lo[i], s)
-			idx[j&(chunk-1)] = x
-			pf[j&(chunk-1)] = gbase + uintptr(x)*4
-		}
+	for np > 0 {
 		if np > 1 {
+			for k := range np {
+				pf[k&(chunk-1)] = gbase + uintptr(pe[k&(chunk-1)])*4
+			}
 			prefetch.Lines(pf[:np])
 		}
-		np = 0
-		for j, i := range pend {
-			e := atomic.LoadUint32(&groups[idx[j&(chunk-1)]])
+		n := 0
+		for k := range np {
+			k &= chunk - 1
+			e := atomic.LoadUint32(&groups[pe[k]])
+			i := pi[k]
 			nh[i] = e & payloadMask
-			pend[np] = i
-			np += int(e >> 31)
+			h, l := ph[k]<<8|pl[k]>>56, pl[k]<<8
+			d := n & (chunk - 1)
+			ph[d], pl[d], pi[d], pe[d] = h, l, i, (e&payloadMask)<<8|uint32(h>>56)
+			n += int(e >> 31)
+		}
+		np = n
+	}
+	if m != nil {
+		m.learn(t, hi[learn0], lo[learn0])
+		if learn1 != learn0 {
+			m.learn(t, hi[learn1], lo[learn1])
 		}
 	}
-}
-
-// byteAt is the 8 bits of hi:lo starting s bits from the top, zero past
-// the end. Without a branch: Go's shifts by 64 or more give 0 (64-s and
-// s-64 wrap to huge counts when negative), so of the three terms only
-// those that apply are non-zero (at s = 64 two of them are lo, alike).
-func byteAt(hi, lo uint64, s uint) uint32 {
-	return uint32((hi<<s | lo>>(64-s) | lo<<(s-64)) >> 56)
 }

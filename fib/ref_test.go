@@ -191,7 +191,7 @@ func checkLookups(t testing.TB, tab *Table, rf *ref, addrs []netip.Addr) {
 		for i, a := range addrs {
 			hi[i], lo[i] = u128(a)
 		}
-		tab.LookupBatch6(hi, lo, got)
+		tab.LookupBatch6(hi, lo, got, nil)
 	}
 	for i := range addrs {
 		if got[i] != want[i] {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -115,6 +116,11 @@ type Table struct {
 	groups []uint32 // Groups*256 entries
 	fbits  uint32   // FirstBits
 	_      [64]byte
+	// gen counts the writer's entry stores: a Memo holds results only
+	// while it stays the same. On a line of its own, as the writer
+	// changes it.
+	gen atomic.Uint64
+	_   [56]byte
 
 	family Family
 	cfg    Config

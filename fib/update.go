@@ -19,6 +19,7 @@ var afterStore func()
 // store is the writer's only way to change an entry: one atomic store.
 func (t *Table) store(i int, v uint32) {
 	atomic.StoreUint32(&t.mem[i], v)
+	t.gen.Add(1) // after the store: a Memo filled before it is dropped
 	if afterStore != nil {
 		afterStore()
 	}

@@ -55,9 +55,12 @@ var RouteClassNames = [NumRouteClasses]string{"forward", "ecmp", "fragment"}
 // routeStage is a worker's routed path.
 type routeStage struct {
 	v4, v6 *fib.Table
-	plane  *routing.Plane
-	txOf   []int16     // port id → the worker's tx index, -1: none
-	adj    []adjCounts // per adjacency: what the worker sent to it
+	// memo6 is this worker's memory of its recent IPv6 lookups: a burst
+	// to the subnets of the last bursts skips the trie's five levels.
+	memo6 fib.Memo
+	plane *routing.Plane
+	txOf  []int16     // port id → the worker's tx index, -1: none
+	adj   []adjCounts // per adjacency: what the worker sent to it
 	// adjTx is, per adjacency of the plane, the worker's tx index for it,
 	// or adjUnresolved / adjNoTx: one load answers both checks.
 	adjTx []int16
@@ -258,7 +261,7 @@ func (w *Worker) routePass(b *burst) {
 		if rs.v6 == nil {
 			clear(rs.nh6[:n6])
 		} else {
-			rs.v6.LookupBatch6(rs.hi[:n6], rs.lo[:n6], rs.nh6[:n6])
+			rs.v6.LookupBatch6(rs.hi[:n6], rs.lo[:n6], rs.nh6[:n6], &rs.memo6)
 		}
 		w.resolvePass(b, rs.j6[:n6], rs.nh6[:n6], false)
 	}
