@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 
@@ -202,5 +203,57 @@ func BenchmarkRoutedPoll(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/packet")
 			closeRing(b, p, set)
 		})
+	}
+}
+
+// TestIPv4Sum checks ipv4Sum, the routed path's header checksum test,
+// against the ones' complement sum of RFC 1071 over random headers,
+// with their checksum set right, left random, and with a bit flipped, and
+// over all-ones bytes (every fold carries).
+func TestIPv4Sum(t *testing.T) {
+	ref := func(h []byte) bool {
+		var s uint32
+		for i := 0; i < 20; i += 2 {
+			s += uint32(binary.BigEndian.Uint16(h[i:]))
+		}
+		for s > 0xffff {
+			s = s&0xffff + s>>16
+		}
+		return s == 0xffff
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	h := make([]byte, 20)
+	for i := range 100000 {
+		for k := range h {
+			h[k] = byte(r.Uint32())
+		}
+		if i%2 == 0 { // a right checksum
+			h[10], h[11] = 0, 0
+			var s uint32
+			for k := 0; k < 20; k += 2 {
+				s += uint32(binary.BigEndian.Uint16(h[k:]))
+			}
+			for s > 0xffff {
+				s = s&0xffff + s>>16
+			}
+			binary.BigEndian.PutUint16(h[10:], ^uint16(s))
+			if ipv4Sum(h) != 0xffff {
+				t.Fatalf("% x: right checksum refused", h)
+			}
+			b := r.IntN(160)
+			h[b/8] ^= 1 << (b % 8)
+			if ipv4Sum(h) == 0xffff {
+				t.Fatalf("% x: a flipped bit passes", h)
+			}
+		}
+		if got, want := ipv4Sum(h) == 0xffff, ref(h); got != want {
+			t.Fatalf("% x: ipv4Sum(h) == 0xffff is %v, want %v", h, got, want)
+		}
+	}
+	for k := range h {
+		h[k] = 0xff
+	}
+	if ipv4Sum(h) != 0xffff || !ref(h) {
+		t.Fatal("all ones: the sum is 0xffff")
 	}
 }
