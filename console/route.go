@@ -130,7 +130,11 @@ func (s *Shell) showFIB(v4 bool, w []string, jsonOut bool) (string, error) {
 		for _, ri := range routes {
 			out = append(out, routeJSON{Prefix: ri.Prefix.String(), Source: ri.Source.String(), Kind: ri.Kind.String(), Via: hopsJSON(ri.Via, st)})
 		}
-		return asJSON(map[string]any{"routes": out, "fib": fs, "punts": st.Punts})
+		j := map[string]any{"routes": out, "fib": fs, "punts": st.Punts}
+		if !v4 {
+			j["lookups"] = map[string]uint64{"memo": st.IPv6Memo, "walk": st.IPv6Walked}
+		}
+		return asJSON(j)
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -157,6 +161,9 @@ func (s *Shell) showFIB(v4 bool, w []string, jsonOut bool) (string, error) {
 	}
 	tw.Flush()
 	fmt.Fprintf(&b, "%d routes in the FIB; %d of %d groups used, %d MiB\n", fs.Routes, fs.GroupsUsed, fs.GroupsUsed+fs.GroupsFree+fs.GroupsPending, fs.Bytes>>20)
+	if n := st.IPv6Memo + st.IPv6Walked; !v4 && n > 0 {
+		fmt.Fprintf(&b, "%d lookups, %.1f%% answered by the workers' memos of recent subnets\n", n, 100*float64(st.IPv6Memo)/float64(n))
+	}
 	var punts []string
 	for _, r := range pipeline.Punted {
 		if n := st.Punts[r.String()]; n > 0 {

@@ -193,7 +193,10 @@ type RouteReport struct {
 	PuntTxDropped uint64               `json:"punt_tx_dropped"`
 	Classes       map[string]uint64    `json:"classes"` // packets per route class
 	FIB           map[string]fib.Stats `json:"fib"`     // per family
-	ECMP          []ECMPReport         `json:"ecmp"`
+	// IPv6Lookups are the IPv6 FIB lookups by how they were answered:
+	// "memo" (a worker remembered the subnet) or "walk" (the trie).
+	IPv6Lookups map[string]uint64 `json:"ipv6_lookups"`
+	ECMP        []ECMPReport      `json:"ecmp"`
 }
 
 // ECMPReport is one ECMP group and what each member carried.
@@ -237,6 +240,9 @@ func (d *Daemon) routeReport() *RouteReport {
 	}
 	for i, n := range st.Classes {
 		rr.Classes[pipeline.RouteClassNames[i]] = n
+	}
+	if d.route.v6 != nil {
+		rr.IPv6Lookups = map[string]uint64{"memo": st.IPv6Memo, "walk": st.IPv6Walked}
 	}
 	v4, v6 := d.FIBStats()
 	if d.route.v4 != nil {

@@ -168,10 +168,16 @@ const memoSize = 64
 // table was at the start of the previous lookup batch, the same bound a
 // lookup racing an update has. The zero Memo is empty.
 type Memo struct {
-	t   *Table
-	gen uint64
-	e   [memoSize]memoEntry
+	t      *Table
+	gen    uint64
+	e      [memoSize]memoEntry
+	memo   uint64 // lookups it answered
+	walked uint64 // lookups that walked the trie
 }
+
+// Counts reports the lookups the memo answered and those that walked the
+// trie, since the Memo was made.
+func (m *Memo) Counts() (memo, walked uint64) { return m.memo, m.walked }
 
 type memoEntry struct {
 	hi, lo   uint64 // the address, masked
@@ -248,6 +254,10 @@ func (t *Table) batch6(hi, lo []uint64, nh []uint32, m *Memo) {
 		pi[ns&(chunk-1)] = uint8(i)
 		pf[ns&(chunk-1)] = base + uintptr(h>>(64-f))*4
 		ns++
+	}
+	if m != nil {
+		m.memo += uint64(n - ns)
+		m.walked += uint64(ns)
 	}
 	if ns == 0 {
 		return

@@ -114,6 +114,9 @@ func TestMemoRemembersTheBitsUsed(t *testing.T) {
 		}
 	}
 	lookup(tab, func(int) uint32 { return 1 })
+	if memo, walked := m.Counts(); memo != 0 || walked != 32 {
+		t.Fatalf("first batch: %d lookups answered by the memo, %d walked; want 0 and 32", memo, walked)
+	}
 	// The walk to a /64 under a 24-bit first level used 64 bits: five
 	// groups of 8.
 	e := m.e[memoSubnet(hi[0])&(memoSize-1)]
@@ -121,6 +124,9 @@ func TestMemoRemembersTheBitsUsed(t *testing.T) {
 		t.Fatalf("memo entry %+v, want the upper 64 bits and next hop 1", e)
 	}
 	lookup(tab, func(int) uint32 { return 1 })
+	if memo, walked := m.Counts(); memo != 32 || walked != 32 {
+		t.Fatalf("second batch: %d lookups answered by the memo in all, %d walked; want 32 and 32", memo, walked)
+	}
 
 	// A host route under the remembered /64.
 	if err := tab.Add(netip.MustParsePrefix("fd00::5/128"), 2); err != nil {

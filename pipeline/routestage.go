@@ -539,6 +539,9 @@ type RouteStats struct {
 	// Punts are the packets handed to the kernel per reason (those over
 	// the reason's rate are counted as the drop punt_limit).
 	Punts map[string]uint64
+	// IPv6Memo and IPv6Walked are the IPv6 lookups the workers' memos
+	// answered and those that walked the trie (fib.Memo).
+	IPv6Memo, IPv6Walked uint64
 }
 
 // AdjStats counts what went to one adjacency.
@@ -559,6 +562,9 @@ func (p *Pipeline) RouteStats() RouteStats {
 			for i := range rs.class {
 				st.Classes[i] += rs.class[i]
 			}
+			memo, walked := rs.memo6.Counts()
+			st.IPv6Memo += memo
+			st.IPv6Walked += walked
 			if len(st.Adj) < len(rs.adj) {
 				st.Adj = append(st.Adj, make([]AdjStats, len(rs.adj)-len(st.Adj))...)
 			}

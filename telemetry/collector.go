@@ -79,7 +79,7 @@ type collector struct {
 	flowPackets, flowBytes, flowMeter, flowRules, flowBackend metric
 	flowInserted, flowFailures, flowNotApplicable             metric
 
-	routePackets, ecmpPackets, ecmpBytes, ecmpBuckets, fibRoutes, fibGroups, fibBytes, puntPackets, puntTxDropped metric
+	routePackets, ecmpPackets, ecmpBytes, ecmpBuckets, fibRoutes, fibGroups, fibBytes, fibLookups, puntPackets, puntTxDropped metric
 
 	impairMatched, impairActed, impairExpired metric
 
@@ -194,6 +194,7 @@ func NewCollector(src Source) prometheus.Collector {
 		ecmpBytes:     counter("ecmp_member_bytes_total", "Bytes sent to an ECMP group's member.", "group", "port", "gateway"),
 		ecmpBuckets:   gauge("ecmp_member_buckets", "Buckets of the group's table the member holds (its share of flows).", "group", "port", "gateway"),
 		fibRoutes:     gauge("fib_routes", "Routes in the FIB.", "family"),
+		fibLookups:    counter("fib_lookups_total", "IPv6 FIB lookups by answer (memo: a worker remembered the destination's subnet; walk: the trie was walked).", "family", "answer"),
 		fibGroups:     gauge("fib_groups", "FIB groups of 256 entries by state (used, free, pending reuse).", "family", "state"),
 		fibBytes:      gauge("fib_bytes", "Hugepage memory of the FIB.", "family"),
 		puntPackets:   counter("punt_packets_total", "Packets handed to the kernel through the exception path, by reason.", "reason"),
@@ -217,7 +218,7 @@ func (c *collector) metrics() []metric {
 		c.qpSlots, c.qpBytes, c.qpUsed, c.qpFlows, c.qpInserts, c.qpEvictions, c.qpAged, c.qpPackets, c.qpFlowBytes,
 		c.flowPackets, c.flowBytes, c.flowMeter, c.flowRules, c.flowBackend,
 		c.flowInserted, c.flowFailures, c.flowNotApplicable,
-		c.routePackets, c.ecmpPackets, c.ecmpBytes, c.ecmpBuckets, c.fibRoutes, c.fibGroups, c.fibBytes, c.puntPackets, c.puntTxDropped,
+		c.routePackets, c.ecmpPackets, c.ecmpBytes, c.ecmpBuckets, c.fibRoutes, c.fibGroups, c.fibBytes, c.fibLookups, c.puntPackets, c.puntTxDropped,
 		c.impairMatched, c.impairActed, c.impairExpired}
 }
 
@@ -260,6 +261,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			emit(c.fibGroups, float64(st.GroupsFree), fam, "free")
 			emit(c.fibGroups, float64(st.GroupsPending), fam, "pending")
 			emit(c.fibBytes, float64(st.Bytes), fam)
+		}
+		for _, answer := range []string{"memo", "walk"} {
+			if n, ok := rr.IPv6Lookups[answer]; ok {
+				u(c.fibLookups, n, "ipv6", answer)
+			}
 		}
 	}
 	for _, ir := range r.Impair {

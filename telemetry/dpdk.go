@@ -26,7 +26,7 @@ var dpdkCommands = []struct {
 	{"/roce/lcores", "roce-fwd worker lcores: packets, cycles, polls", lcoresReply},
 	{"/roce/flows", "roce-fwd flow rules of a port with their hits. Param: port", flowsReply},
 	{"/roce/offload", "roce-fwd flow rule backend and counts per port. Param: port", offloadReply},
-	{"/roce/route", "roce-fwd routed path: packets per route class, FIB sizes, ECMP members' packets and bytes", routeReply},
+	{"/roce/route", "roce-fwd routed path: packets per route class, FIB sizes and IPv6 lookups by answer, ECMP members' packets and bytes", routeReply},
 	{"/roce/impair", "roce-fwd impairment rules: line, packets matched and acted on, expired", impairReply},
 }
 
@@ -54,7 +54,11 @@ func routeReply(r daemon.Report, _ string) (any, error) {
 	}
 	fibs := dict{}
 	for fam, st := range r.Route.FIB {
-		fibs[fam] = dict{"routes": st.Routes, "groups_used": st.GroupsUsed, "groups_free": st.GroupsFree, "bytes": st.Bytes}
+		f := dict{"routes": st.Routes, "groups_used": st.GroupsUsed, "groups_free": st.GroupsFree, "bytes": st.Bytes}
+		if fam == "ipv6" && r.Route.IPv6Lookups != nil {
+			f["lookups_memo"], f["lookups_walk"] = r.Route.IPv6Lookups["memo"], r.Route.IPv6Lookups["walk"]
+		}
+		fibs[fam] = f
 	}
 	classes := dict{}
 	for k, v := range r.Route.Classes {

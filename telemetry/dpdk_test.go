@@ -14,6 +14,7 @@ import (
 
 	"roce-fwd/daemon"
 	"roce-fwd/dpdk"
+	"roce-fwd/fib"
 )
 
 // telQuery sends each command on one connection to EAL's telemetry socket
@@ -243,5 +244,35 @@ func TestDPDKTelemetryScript(t *testing.T) {
 	}
 	if got := at(pfc, "/roce/pfc", "p0", "tx_xoff", 3); got != 304.0 {
 		t.Errorf("p0 priority 3 tx_xoff %v in:\n%s", got, lines[1])
+	}
+}
+
+// /roce/route's reply: not routed, and routed with an IPv6 FIB whose
+// lookups the workers' memos answered in part.
+func TestDPDKRouteReply(t *testing.T) {
+	r := testReport()
+	if got, _ := routeReply(r, ""); at(got, "routed") != false {
+		t.Errorf("no routes: %v", got)
+	}
+	r.Route = &daemon.RouteReport{Classes: map[string]uint64{"forward": 9},
+		FIB:         map[string]fib.Stats{"ipv4": {Routes: 3}, "ipv6": {Routes: 4}},
+		IPv6Lookups: map[string]uint64{"memo": 5, "walk": 2}}
+	got, err := routeReply(r, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(got)
+	var v any
+	json.Unmarshal(js, &v)
+	for _, c := range []struct{ got, want any }{
+		{at(v, "classes", "forward"), 9.0},
+		{at(v, "fib", "ipv6", "routes"), 4.0},
+		{at(v, "fib", "ipv6", "lookups_memo"), 5.0},
+		{at(v, "fib", "ipv6", "lookups_walk"), 2.0},
+		{at(v, "fib", "ipv4", "lookups_memo"), nil},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %#v, want %#v in %s", c.got, c.want, js)
+		}
 	}
 }

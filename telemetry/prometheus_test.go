@@ -333,6 +333,32 @@ func TestMetricsIOMode(t *testing.T) {
 	}
 }
 
+// A routed config's counters: packets per route class, and the IPv6
+// lookups by how they were answered (only with an IPv6 FIB).
+func TestRouteMetrics(t *testing.T) {
+	r := testReport()
+	r.Route = &daemon.RouteReport{Classes: map[string]uint64{"forward": 9, "ecmp": 4, "fragment": 0},
+		IPv6Lookups: map[string]uint64{"memo": 5, "walk": 2}}
+	mfs := scrape(t, func() daemon.Report { return r })
+	for _, w := range []struct {
+		name   string
+		labels map[string]string
+		value  float64
+	}{
+		{"rocefwd_route_packets_total", map[string]string{"class": "ecmp"}, 4},
+		{"rocefwd_fib_lookups_total", map[string]string{"family": "ipv6", "answer": "memo"}, 5},
+		{"rocefwd_fib_lookups_total", map[string]string{"family": "ipv6", "answer": "walk"}, 2},
+	} {
+		if m, ok := sample(mfs, w.name, w.labels); !ok || value(m) != w.value {
+			t.Errorf("%s%v: %v (found %v), want %v", w.name, w.labels, m, ok, w.value)
+		}
+	}
+	r.Route.IPv6Lookups = nil // IPv4 routes only
+	if mf := scrape(t, func() daemon.Report { return r })["rocefwd_fib_lookups_total"]; mf != nil {
+		t.Errorf("IPv6 lookups exported without an IPv6 FIB: %v", mf)
+	}
+}
+
 // Before EAL measured the TSC there is no frequency to give.
 func TestTSCFrequencyUnknown(t *testing.T) {
 	defer func(f func() uint64) { tscHz = f }(tscHz)

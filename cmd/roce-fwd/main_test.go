@@ -153,6 +153,9 @@ type statsJSON struct {
 			Opcodes map[string]uint64 `json:"opcodes"`
 		} `json:"ports"`
 	} `json:"roce"`
+	Route *struct {
+		IPv6Lookups map[string]uint64 `json:"ipv6_lookups"`
+	} `json:"route"`
 	TopQPs []struct {
 		Src     string `json:"src"`
 		QP      uint32 `json:"qp"`

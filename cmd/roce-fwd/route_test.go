@@ -154,7 +154,7 @@ mac = "b8:ce:f6:00:01:06"
 			dst := map[string][6]byte{"up0/4": {0xb8, 0xce, 0xf6, 0, 0, 2}, "up1/4": {0xb8, 0xce, 0xf6, 0, 1, 2},
 				"up0/6": {0xb8, 0xce, 0xf6, 0, 0, 6}, "up1/6": {0xb8, 0xce, 0xf6, 0, 1, 6}}
 			flows := map[string]map[string]bool{}
-			var out uint64
+			var out, out6 uint64
 			for _, port := range []string{"up0", "up1"} {
 				var src []byte
 				for i, f := range testenv.ReadPcap(t, filepath.Join(dir, port+".pcap")) {
@@ -172,7 +172,7 @@ mac = "b8:ce:f6:00:01:06"
 					roce.Classify(f, &roce.TCMap{}, true, &r)
 					fam := "4"
 					if r.IPVersion == 6 {
-						fam = "6"
+						fam, out6 = "6", out6+1
 						if f[14+7] != orig[14+7]-1 {
 							t.Fatalf("%s frame %d: hop limit %d, input %d", port, i, f[14+7], orig[14+7])
 						}
@@ -218,6 +218,22 @@ mac = "b8:ce:f6:00:01:06"
 			}
 			t.Logf("%s: received %d, sent %d, drops %v; flows up0/up1: IPv4 %d/%d, IPv6 %d/%d", mode, rx, out, s.Drops,
 				len(flows["up0/4"]), len(flows["up1/4"]), len(flows["up0/6"]), len(flows["up1/6"]))
+			// Every IPv6 frame routed out was looked up, answered by a
+			// worker's memo of recent subnets or by a walk of the trie.
+			var in6 uint64
+			for _, f := range frames {
+				if be.BigEndian.Uint16(f[12:]) == 0x86dd {
+					in6++
+				}
+			}
+			if s.Route == nil {
+				t.Fatal("stats JSON: no route report")
+			}
+			memo, walk := s.Route.IPv6Lookups["memo"], s.Route.IPv6Lookups["walk"]
+			if memo+walk < out6 || memo+walk > in6 || memo == 0 {
+				t.Errorf("IPv6 lookups: %d by the memo, %d walked; %d IPv6 frames in, %d out", memo, walk, in6, out6)
+			}
+			t.Logf("IPv6 lookups: %d by the memo, %d walked; %d IPv6 frames in, %d out", memo, walk, in6, out6)
 			share := func(a, b int) float64 { return float64(a) / float64(a+b) }
 			if f := share(len(flows["up0/4"]), len(flows["up1/4"])); f < 0.22 || f > 0.28 {
 				t.Errorf("IPv4 flows on up0: %.3f of %d, want 0.25", f, len(flows["up0/4"])+len(flows["up1/4"]))
