@@ -388,12 +388,19 @@ func TestEveryStoreOldOrNew(t *testing.T) {
 		var a4 []uint32
 		var hi, lo []uint64
 		batch := make([]uint32, 32)
+		// A memo kept across the checks: each store must make it forget.
+		var memo Memo
+		memoBatch := make([]uint32, 32)
 		stores, op := 0, 0
 		check := func() {
 			if c.family == V4 {
 				tab.LookupBatch4(a4, batch)
 			} else {
 				tab.LookupBatch6(hi, lo, batch, nil)
+				tab.LookupBatch6(hi, lo, memoBatch, &memo)
+				if !slices.Equal(memoBatch[:len(hi)], batch[:len(hi)]) {
+					t.Fatalf("op %d store %d: through the memo %v, without %v", op, stores, memoBatch[:len(hi)], batch[:len(hi)])
+				}
 			}
 			for i, a := range addrs {
 				var got uint32
