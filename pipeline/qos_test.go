@@ -176,6 +176,10 @@ func readBack(t *testing.T, path string) [][]byte {
 // strict TC's CNPs, which arrived after them, go first; the PFC frame is
 // consumed, not forwarded.
 func TestQoSInjectedPFCPausesTC(t *testing.T) {
+	// At 1 Gbit/s the pause lasts 33.6 ms: long enough for the worker to
+	// read all 61 frames within it on a loaded machine (3.4 ms, at 10
+	// Gbit/s, was not always).
+	const speed = 1e9
 	cfg := qos.NVIDIARoCE()
 	var frames [][]byte
 	pfc := testenv.PFCFrame(t, 3, 0xFFFF)
@@ -189,7 +193,7 @@ func TestQoSInjectedPFCPausesTC(t *testing.T) {
 	// The frames come in on port 0 and leave on port 1: the pause must
 	// reach port 1's egress, so the PFC frame is received on port 1. A
 	// single pcap rx port feeds both here: port 1 forwards to itself.
-	run := forwardLoop(t, frames, withQoS(cfg))
+	run := forwardLoop(t, frames, withQoSAt(cfg, speed))
 	p := run.p
 	drops := p.Drops()
 	_, pfcStats := p.QoS()
@@ -201,17 +205,17 @@ func TestQoSInjectedPFCPausesTC(t *testing.T) {
 			t.Errorf("QP %#x: %d packets held by the pause", f.QP, held)
 		}
 	}
-	time.Sleep(time.Duration(qos.PauseNanos(0xFFFF, 10e9))) // the pause runs out
+	time.Sleep(time.Duration(qos.PauseNanos(0xFFFF, speed))) // the pause runs out
 	hist := p.PFCHistory(portID)
 	_, ended := p.QoS()
 	got := run.finish(t)
 	// The pause is in the history, run out (no XON came), and counted in
 	// the duration histogram once it ended.
-	pause := qos.PauseNanos(0xFFFF, 10e9)
+	pause := qos.PauseNanos(0xFFFF, speed)
 	if len(hist) != 1 || hist[0].Prio != 3 || hist[0].Frames != 1 || hist[0].XON || hist[0].Open || hist[0].To-hist[0].From != pause {
 		t.Errorf("PFC history %+v, want one pause of priority 3 for %d ns, run out", hist, pause)
 	}
-	if e := ended[portID]; e == nil || e.Pauses[3][4] != 1 || e.PauseNs[3] != pause { // 3.4 ms: up to 10 ms
+	if e := ended[portID]; e == nil || e.Pauses[3][5] != 1 || e.PauseNs[3] != pause { // 33.6 ms: up to 100 ms
 		t.Errorf("pause durations %+v", e)
 	}
 	if drops["mac_control"] != 1 {
@@ -227,7 +231,7 @@ func TestQoSInjectedPFCPausesTC(t *testing.T) {
 		}
 	}
 	st := pfcStats[portID]
-	want := qos.PauseNanos(0xFFFF, 10e9)
+	want := qos.PauseNanos(0xFFFF, speed)
 	if st == nil || st.RxFrames[3] != 1 || st.RxXOFF[3] != 1 || st.PausedNs[3] != want {
 		t.Errorf("PFC stats %+v: want 1 XOFF on priority 3 and %d ns paused", st, want)
 	}
