@@ -146,10 +146,12 @@ func (t *Table) LookupBatch6(hi, lo []uint64, nh []uint32, m *Memo) {
 	t.batch6(hi, lo, nh, m)
 }
 
-// memoSize is the entries of a Memo: enough for the destination subnets
-// and hosts a busy port's bursts go to, small enough to stay in the L1
-// cache (2.5 KiB).
-const memoSize = 64
+// memoSize is the entries of a Memo (10 KiB): enough for the subnets and
+// a few hundred hosts a port's bursts go to. With host routes (a /128 per
+// host: every walk to the last level) to 256 hosts, 64 entries answered
+// 24% of the lookups and 256 answer 70%, forwarding 1.48 times as fast;
+// a lookup reads only the one or two entries it checks.
+const memoSize = 256
 
 // Memo is one caller's memory of its recent IPv6 lookups in one table.
 // A lookup that ends at a level of the trie depends only on the address
@@ -187,9 +189,9 @@ type memoEntry struct {
 
 // memoSubnet and memoHost are where a walk of up to 64 bits and a longer
 // one are kept.
-func memoSubnet(hi uint64) uint64 { return hi * 0x9e3779b97f4a7c15 >> 58 }
+func memoSubnet(hi uint64) uint64 { return hi * 0x9e3779b97f4a7c15 >> 56 }
 func memoHost(hi, lo uint64) uint64 {
-	return (hi ^ lo*0xbf58476d1ce4e5b9) * 0x94d049bb133111eb >> 58
+	return (hi ^ lo*0xbf58476d1ce4e5b9) * 0x94d049bb133111eb >> 56
 }
 
 // answers reports whether e holds the result of hi:lo.
