@@ -200,7 +200,7 @@ def cmd_l3fwd_rules(flows, outdir):
     print("v%d" % family, len(em[family]))
 
 
-def cmd_routes(flows, n, outdir):
+def cmd_routes(flows, n, outdir, hosts=""):
     """Writes a route set of N prefixes of the flows' family that covers
     every destination, for both sides: lpm-v4.cfg and lpm-v6.cfg for l3fwd
     (every route to port 1; the other family gets one placeholder route),
@@ -209,8 +209,12 @@ def cmd_routes(flows, n, outdir):
     and fd00:ff::3 for IPv6). The set is each destination's /24 (/64 for
     IPv6), then random prefixes outside them, most /16 to /24 (/32 to
     /64), one in ten longer (to /32, /128), so that lookups of both sides
-    walk their second level too."""
+    walk their second level too. With "hosts", each destination also has
+    a host route (/32, /128), as fabrics that route to every host do:
+    every lookup then walks to the last level."""
     n = int(n)
+    if hosts not in ("", "hosts"):
+        raise SystemExit("routes: the 4th argument is \"hosts\" or nothing, not %r" % hosts)
     dsts = {4: set(), 6: set()}
     with open(flows) as f:
         for line in f:
@@ -224,6 +228,8 @@ def cmd_routes(flows, n, outdir):
     routes = set()
     for d in dsts[v]:
         routes.add(net((int(d) >> (bits - cover) << (bits - cover), cover)))
+        if hosts:
+            routes.add(net((int(d), bits)))
     rng = random.Random(7)
     own = net("10.0.0.0/8") if v == 4 else net("fd00::/8")
     while len(routes) < n:

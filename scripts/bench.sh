@@ -22,7 +22,10 @@
 #   route    control mix of 8192 QPs, IPv4, routed by 1k and by 100k
 #            prefixes: io + routing vs l3fwd LPM (and FIB), roce + routing
 #            + 2-way ECMP vs l3fwd LPM; both sides load the same routes
-#   route6   the same over IPv6 with 1k and 10k prefixes
+#   route6   the same over IPv6 with 1k and 10k prefixes, and io + routing
+#            with 1k prefixes and a /128 to every host of the capture (each
+#            lookup walks to the last level; the IPv6 memo learns hosts,
+#            not one subnet)
 #   impair   control mix of 8192 QPs: roce without impairment rules vs the
 #            same roce-fwd built with -tags noimpair (the stage compiled
 #            out), and roce with 16 impairment rules on QPs of the capture
@@ -313,11 +316,12 @@ gen_args() {
 	esac
 }
 
-# route_sizes: the route set sizes of a routed group (names: 1k, 100k).
+# route_sizes: the route set sizes of a routed group (names: 1k, 100k;
+# hosts: 1k with a host route to every destination).
 route_sizes() {
 	case $1 in
 	route) echo "1k 100k" ;;
-	route6) echo "1k 10k" ;;
+	route6) echo "1k 10k hosts" ;;
 	punt) echo "1k" ;;
 	esac
 }
@@ -347,8 +351,10 @@ make_workload() {
 		local size n
 		for size in $(route_sizes "$g"); do
 			mkdir -p "$work/$g.rules-$size"
+			local hosts=""
 			n=${size%k}000
-			read -r family n <<<"$("${py[@]}" routes "$work/$g.flows" "$n" "$work/$g.rules-$size")"
+			if [ "$size" = hosts ]; then n=1000 hosts=hosts; fi
+			read -r family n <<<"$("${py[@]}" routes "$work/$g.flows" "$n" "$work/$g.rules-$size" $hosts)"
 			wl_desc[$g]+=", $size: $n routes"
 		done
 	fi
@@ -365,7 +371,7 @@ group_runs() {
 	mtu4096) echo "tp:5tswap rf:roce rf:roce:icrc" ;;
 	mtu1024) echo "tp:5tswap rf:roce" ;;
 	route) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@100k l3:fib@100k rf:io:route=100k rf:roce:route=100k:ecmp" ;;
-	route6) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@10k l3:fib@10k rf:io:route=10k" ;;
+	route6) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@10k l3:fib@10k rf:io:route=10k l3:lpm@hosts l3:fib@hosts rf:io:route=hosts" ;;
 	impair) echo "rf:roce rfx:roce rf:roce:impair16" ;;
 	punt) echo "rf:roce:route=1k:kernel rf:roce:route=1k:kernel:punt" ;;
 	capture) echo "rf:roce rf:roce:capture rf:roce:drop2 rf:roce:drop2-capture" ;;
@@ -400,6 +406,8 @@ route6|control 8k QPs v6, 1k routes|io routed|rf:io:route=1k|l3fwd FIB v6|l3:fib
 route6|control 8k QPs v6, 1k routes|roce routed, 2-way ECMP|rf:roce:route=1k:ecmp|l3fwd LPM v6|l3:lpm@1k|>= 0.90
 route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd LPM v6|l3:lpm@10k|>= 1.00
 route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd FIB v6|l3:fib@10k|reference
+route6|control 8k QPs v6, 1k routes + a /128 per host|io routed|rf:io:route=hosts|l3fwd LPM v6|l3:lpm@hosts|>= 1.00
+route6|control 8k QPs v6, 1k routes + a /128 per host|io routed|rf:io:route=hosts|l3fwd FIB v6|l3:fib@hosts|reference
 impair|control 8k QPs v4|roce, no impairment rule|rf:roce|same, impair stage compiled out|rfx:roce|>= 0.99
 impair|control 8k QPs v4|roce + 16 impairment rules|rf:roce:impair16|roce, no impairment rule|rf:roce|>= 0.80
 capture|control 8k QPs v4|roce, capturing all rx to pcapng|rf:roce:capture|roce, no capture|rf:roce|>= 0.90
