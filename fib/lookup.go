@@ -165,10 +165,10 @@ const memoSize = 256
 // is kept by those bits, so that every host of the subnet finds it; a
 // longer walk (host routes) by the whole address. A lookup checks both.
 //
-// Any change to the table (each entry the writer stores) makes the next
-// LookupBatch6 forget the memo, so a result is never older than the
-// table was at the start of the previous lookup batch, the same bound a
-// lookup racing an update has. The zero Memo is empty.
+// Any change to the table (an Add or a Delete that returned) makes the
+// next LookupBatch6 forget the memo; while the change is under way the
+// memo answers as a lookup racing it would, with the result before the
+// change or after it. The zero Memo is empty.
 type Memo struct {
 	t      *Table
 	gen    uint64

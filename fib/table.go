@@ -116,9 +116,9 @@ type Table struct {
 	groups []uint32 // Groups*256 entries
 	fbits  uint32   // FirstBits
 	_      [64]byte
-	// gen counts the writer's entry stores: a Memo holds results only
-	// while it stays the same. On a line of its own, as the writer
-	// changes it.
+	// gen counts the writer's changes (Add, Delete): a Memo holds
+	// results only while it stays the same. On a line of its own, as the
+	// writer changes it.
 	gen atomic.Uint64
 	_   [56]byte
 

@@ -19,7 +19,6 @@ var afterStore func()
 // store is the writer's only way to change an entry: one atomic store.
 func (t *Table) store(i int, v uint32) {
 	atomic.StoreUint32(&t.mem[i], v)
-	t.gen.Add(1) // after the store: a Memo filled before it is dropped
 	if afterStore != nil {
 		afterStore()
 	}
@@ -48,8 +47,17 @@ func (t *Table) Add(p netip.Prefix, nh uint32) error {
 	}
 	t.insert(k, l, leaf(l, nh))
 	t.routes.put(l, k, nh)
+	t.changed()
 	return nil
 }
+
+// changed marks the end of a change to the entries: the memos forget
+// what they learnt before it. Once per Add or Delete, after its stores
+// (not per store: an atomic add for each of a new group's 256 entries
+// cost route adds a third of their rate). A memo entry learnt during
+// the change is as good as a lookup racing it, old or new: every entry
+// the writer leaves is right, for one or the other, over its whole range.
+func (t *Table) changed() { t.gen.Add(1) }
 
 // Delete removes the route for p (masked). Its addresses go to the
 // longest shorter route that contains p, if any. It returns an error
@@ -70,6 +78,7 @@ func (t *Table) Delete(p netip.Prefix) error {
 		repl = leaf(cl, cnh)
 	}
 	t.remove(k, l, repl)
+	t.changed()
 	return nil
 }
 
