@@ -39,7 +39,9 @@ func TestPcapngReadsBack(t *testing.T) {
 		}
 		cmt = AppendVerdict(cmt[:0], &rec, names, &m)
 		want = append(want, string(cmt))
-		if err := w.packet(uint32(i%2), rec.NS, data, rec.Len, dir, cmt); err != nil {
+		w.beginPacket(uint32(i%2), rec.NS, data, rec.Len)
+		w.option(optComment, cmt)
+		if err := w.endPacket(dir); err != nil {
 			t.Fatal(err)
 		}
 	}

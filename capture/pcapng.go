@@ -162,10 +162,3 @@ func (n *ngWriter) endPacket(flags uint32) error {
 	n.option(optEnd, nil)
 	return n.end()
 }
-
-// packet writes an enhanced packet block with a comment.
-func (n *ngWriter) packet(ifc uint32, ns int64, data []byte, origLen uint32, flags uint32, comment []byte) error {
-	n.beginPacket(ifc, ns, data, origLen)
-	n.option(optComment, comment)
-	return n.endPacket(flags)
-}

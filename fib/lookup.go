@@ -24,14 +24,22 @@ func (t *Table) Lookup4(a uint32) uint32 {
 // Lookup6 returns the next hop for the IPv6 address hi:lo (its two
 // big-endian halves), or 0 if no route matches. The table must be V6.
 func (t *Table) Lookup6(hi, lo uint64) uint32 {
+	nh, _ := t.walk6(hi, lo)
+	return nh
+}
+
+// walk6 looks hi:lo up alone: the next hop, and how many of the
+// address's leading bits the walk used (the first level's, and 8 per
+// group).
+func (t *Table) walk6(hi, lo uint64) (nh, bits uint32) {
 	f := t.fbits
 	e := atomic.LoadUint32(&t.first[hi>>(64-f)])
-	hi, lo = hi<<f|lo>>(64-f), lo<<f
+	hi, lo, bits = hi<<f|lo>>(64-f), lo<<f, f
 	for e&groupBit != 0 {
 		e = atomic.LoadUint32(&t.groups[(e&payloadMask)<<8|uint32(hi>>56)])
-		hi, lo = hi<<8|lo>>56, lo<<8
+		hi, lo, bits = hi<<8|lo>>56, lo<<8, bits+8
 	}
-	return e & payloadMask
+	return e & payloadMask, bits
 }
 
 // Lookup returns the next hop for a, and whether a route matched. It is
@@ -204,20 +212,14 @@ func (e *memoEntry) answers(hi, lo uint64) bool {
 // batch, just walked (their entries are in the cache): the staged walk
 // itself stays free of the memo's work.
 func (m *Memo) learn(t *Table, hi, lo uint64) {
-	f := t.fbits
-	e := atomic.LoadUint32(&t.first[hi>>(64-f)])
-	h, l, bits := hi<<f|lo>>(64-f), lo<<f, f
-	for e&groupBit != 0 {
-		e = atomic.LoadUint32(&t.groups[(e&payloadMask)<<8|uint32(h>>56)])
-		h, l, bits = h<<8|l>>56, l<<8, bits+8
-	}
+	nh, bits := t.walk6(hi, lo)
 	mhi := ^uint64(0) << (64 - min(bits, 64))
 	mlo := ^uint64(0) << (128 - bits) // 0 up to 64 bits: Go's shifts by 64 or more give 0
 	i := memoSubnet(hi)
 	if bits > 64 {
 		i = memoHost(hi, lo)
 	}
-	m.e[i&(memoSize-1)] = memoEntry{hi: hi & mhi, lo: lo & mlo, mhi: mhi, mlo: mlo, nh: e & payloadMask}
+	m.e[i&(memoSize-1)] = memoEntry{hi: hi & mhi, lo: lo & mlo, mhi: mhi, mlo: mlo, nh: nh}
 }
 
 // batch6 is LookupBatch6 for up to chunk addresses. The lookups still

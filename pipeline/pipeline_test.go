@@ -106,7 +106,8 @@ func waitPackets(t *testing.T, p *Pipeline, n uint64) {
 // accepted by a PMD, counted under a drop reason, or is still queued.
 func checkAccounting(t *testing.T, p *Pipeline) {
 	t.Helper()
-	in, out, dropped := p.Generated(), uint64(0), p.Queued()
+	qc := p.QoSCounters()
+	in, out, dropped := qc.Generated, uint64(0), qc.Queued
 	for _, w := range p.Workers {
 		s := w.Stats()
 		in += s.Packets

@@ -224,13 +224,6 @@ func (p *Pipeline) QoS() (map[uint16][]TCQoS, map[uint16]*PortPFC) {
 	return c.TCs, c.PFC
 }
 
-// Queued is QoSCounters' Queued: what the QoS queues and the impairment
-// rules hold.
-func (p *Pipeline) Queued() uint64 { return p.QoSCounters().Queued }
-
-// Generated is QoSCounters' Generated: the frames the workers made.
-func (p *Pipeline) Generated() uint64 { return p.QoSCounters().Generated }
-
 // qosStats returns copies of the worker's QoS counters.
 func (w *Worker) qosStats() ([]egressStats, []ingressStats) {
 	qs := w.qs
