@@ -309,7 +309,16 @@ func primeRing(t testing.TB, p *Pipeline, set *ports.Set) *Worker {
 func closeRing(t testing.TB, p *Pipeline, set *ports.Set) {
 	t.Helper()
 	p.Stop()
-	w := p.Workers[0]
+	drainRing(p.Workers[0])
+	p.Free()
+	if err := set.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// drainRing sends what worker w has queued and frees every packet its
+// looped ring port returns, until none does.
+func drainRing(w *Worker) {
 	w.step.Flush()
 	for w.step.Run() != 0 {
 		for _, m := range w.step.Rx(0) {
@@ -317,10 +326,6 @@ func closeRing(t testing.TB, p *Pipeline, set *ports.Set) {
 		}
 	}
 	w.step.Flush()
-	p.Free()
-	if err := set.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestHistBucket(t *testing.T) {

@@ -173,12 +173,7 @@ func BenchmarkRoutedPoll(b *testing.B) {
 				frames = append(frames, f)
 			}
 			prime := func() {
-				w.step.Flush()
-				for w.step.Run() != 0 {
-					for _, m := range w.step.Rx(0) {
-						w.step.Drop(m)
-					}
-				}
+				drainRing(w)
 				for _, f := range frames {
 					m := set.Ports[0].Pool.Alloc()
 					if err := m.SetData(f); err != nil {
