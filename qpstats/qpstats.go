@@ -485,8 +485,8 @@ func (t *Table) Find(b *Batch, now int64) {
 		}
 		bk := &t.buckets[it.bkt]
 		w := bk.find(it.sig)
-		it.fresh = w < 0
-		if w < 0 {
+		it.fresh = w == ways
+		if w == ways {
 			bk, w = t.miss(it, age)
 		}
 		bk.age[w&(ways-1)] = age
@@ -513,7 +513,7 @@ func (t *Table) Find(b *Batch, now int64) {
 // else claims a way (it.fresh stays set) and returns the bucket and way.
 func (t *Table) miss(it *item, age uint32) (*bucket, int) {
 	if ab := &t.buckets[it.alt]; it.alt != it.bkt {
-		if w := ab.find(it.sig); w >= 0 {
+		if w := ab.find(it.sig); w < ways {
 			it.bkt, it.fresh = it.alt, false
 			return ab, w
 		}
@@ -521,29 +521,23 @@ func (t *Table) miss(it *item, age uint32) (*bucket, int) {
 	return t.claim(it, age)
 }
 
-// find returns the first way holding sig, or -1. Unrolled: a loop's
-// counter was the one value its caller spilled.
+// find returns the first way holding sig, or ways if none does. Without
+// a branch per way: which way a flow has is random, and a chain of
+// compares mispredicted. The signatures are compared two to a
+// (little-endian) word: a lane of w^pattern is zero where they match,
+// and (x-1)&^x has its top bit set exactly there (a borrow out of a
+// matching lane can only flag the lane above it, and the lowest flag is
+// the one taken). Way 2k's flag goes to bit 2k and way 2k+1's to bit
+// 32+2k, then down to 2k+1.
 func (bk *bucket) find(sig uint32) int {
-	s := &bk.sig
-	switch sig {
-	case s[0]:
-		return 0
-	case s[1]:
-		return 1
-	case s[2]:
-		return 2
-	case s[3]:
-		return 3
-	case s[4]:
-		return 4
-	case s[5]:
-		return 5
-	case s[6]:
-		return 6
-	case s[7]:
-		return 7
+	const one, top = 1<<32 | 1, 1<<63 | 1<<31
+	p := uint64(sig) * one
+	var m uint64
+	for k, x := range (*[ways / 2]uint64)(unsafe.Pointer(&bk.sig)) {
+		x ^= p
+		m |= (x - one) &^ x & top >> (31 - 2*k)
 	}
-	return -1
+	return bits.TrailingZeros8(uint8(m | m>>31))
 }
 
 // claim takes a way for a new key in its first bucket, or in its second
@@ -554,11 +548,11 @@ func (bk *bucket) find(sig uint32) int {
 // buckets are read. It sets it.bkt to the bucket chosen.
 func (t *Table) claim(it *item, age uint32) (*bucket, int) {
 	bk := &t.buckets[it.bkt]
-	if w := bk.free(); w >= 0 {
+	if w := bk.free(); w < ways {
 		return bk, t.take(bk, w, it.sig)
 	}
 	if ab := &t.buckets[it.alt]; it.alt != it.bkt {
-		if w := ab.free(); w >= 0 {
+		if w := ab.free(); w < ways {
 			it.bkt = it.alt
 			return ab, t.take(ab, w, it.sig)
 		}
@@ -591,7 +585,7 @@ func (t *Table) take(bk *bucket, w int, sig uint32) int {
 	return w
 }
 
-// free returns the first free way of bk, or -1.
+// free returns the first free way of bk, or ways if none is.
 func (bk *bucket) free() int {
 	return bk.find(0)
 }
@@ -619,6 +613,11 @@ func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64)
 
 // count counts a packet classified as r, frameLen bytes long and CE-marked
 // if ce, into slot i.
+//
+// A port's packets come in a mix of opcodes in no order a branch
+// predictor could learn, so nothing here branches on the packet's class:
+// each branch that is taken is rare (a NAK, a carry, a PSN gap or one
+// behind) whatever the mix.
 func (t *Table) count(i uint32, ce bool, r *roce.Result, frameLen int) {
 	s := &t.slots[i]
 	nb := s.bytes + uint32(frameLen)
@@ -633,25 +632,60 @@ func (t *Table) count(i uint32, ce bool, r *roce.Result, frameLen int) {
 	if ce {
 		t.cold[i].ce++
 	}
-	if r.HasAETH {
-		if syn := r.AETH; syn.IsNAK() {
-			t.cold[i].naks[nakIndex(syn.NAKCode())]++
-		} else if syn.IsRNRNAK() {
-			t.cold[i].rnrNAKs++
+	// An ACK's syndrome is 0 in its kind bits, as is every packet's
+	// without an AETH: one test for NAKs and RNR NAKs alone.
+	if r.AETH&aethKindBits != 0 && r.HasAETH {
+		t.nak(i, r.AETH)
+	}
+	// PSN continuity. ACKs are cumulative and CNPs carry no PSN: their
+	// class does not track it, and the state stays as it is. For the
+	// others, the first PSN, the next in order, and after a READ any PSN
+	// ahead all move the expectation to psn+1; only a gap or a PSN behind
+	// takes trackPSN.
+	pc := classPSN[class]
+	st := s.psn
+	d := (r.PSN - st) & psnMask
+	usual := st>>31 ^ 1 | b2u(d == 0) | b2u(d < 1<<23)&(st>>30)
+	if pc&^usual&psnTracked != 0 {
+		t.trackPSN(s, i, r.PSN, pc&psnAfterRead != 0)
+		return
+	}
+	next := (r.PSN+1)&psnMask | psnKnown | pc&psnAfterRead
+	s.psn = st ^ (st^next)&-(pc&psnTracked)
+}
+
+// classPSN says, per opcode class, whether its packets carry a PSN to
+// track (psnTracked) and whether they are READ requests (psnAfterRead,
+// the bit the state keeps).
+var classPSN = func() (t [NumClasses]uint32) {
+	for c := range t {
+		if c != ClassAck && c != ClassCNP {
+			t[c] = psnTracked
 		}
 	}
-	switch class {
-	case ClassAck, ClassCNP:
-		return // ACKs are cumulative, CNPs carry no PSN: no continuity to check
-	case ClassReadRequest:
-		t.trackPSN(s, i, r.PSN, true)
-	default:
-		// The common case inline: in order, not after a READ.
-		if st := s.psn; st&(psnKnown|psnAfterRead) == psnKnown && (r.PSN-st)&psnMask == 0 {
-			s.psn = (st+1)&psnMask | psnKnown
-			return
-		}
-		t.trackPSN(s, i, r.PSN, false)
+	t[ClassReadRequest] |= psnAfterRead
+	return t
+}()
+
+const psnTracked = 1
+
+// aethKindBits are an AETH syndrome's kind: 0 for an ACK.
+const aethKindBits = 0x60
+
+// b2u is 1 for true: a SETcc, not a branch.
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// nak counts a NAK or an RNR NAK with syndrome syn into slot i.
+func (t *Table) nak(i uint32, syn roce.AETHSyndrome) {
+	if syn.IsNAK() {
+		t.cold[i].naks[nakIndex(syn.NAKCode())]++
+	} else if syn.IsRNRNAK() {
+		t.cold[i].rnrNAKs++
 	}
 }
 

@@ -545,3 +545,36 @@ func TestVictims(t *testing.T) {
 		t.Errorf("by marked %+v, by held %+v", top[0].Counters, held[0].Counters)
 	}
 }
+
+// find, which compares the signatures two to a word, answers as a scan
+// of the ways would: buckets with repeated, free and near-miss signatures
+// (ones differing in the lowest or the top bit, which the lanes' borrows
+// could confuse).
+func TestBucketFind(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	vals := []uint32{0, 1, 3, 0x80000001, 0xffffffff, 0xfffffffe, 2}
+	for range 200000 {
+		var bk bucket
+		for w := range bk.sig {
+			if rng.IntN(3) == 0 {
+				bk.sig[w] = rng.Uint32()
+			} else {
+				bk.sig[w] = vals[rng.IntN(len(vals))]
+			}
+		}
+		sig := vals[rng.IntN(len(vals))]
+		if rng.IntN(4) == 0 {
+			sig = bk.sig[rng.IntN(ways)]
+		}
+		want := ways
+		for w, s := range bk.sig {
+			if s == sig {
+				want = w
+				break
+			}
+		}
+		if got := bk.find(sig); got != want {
+			t.Fatalf("find(%#x) in %#x: %d, want %d", sig, bk.sig, got, want)
+		}
+	}
+}

@@ -248,9 +248,10 @@ func Classify(frame []byte, m *TCMap, verifyICRC bool, out *Result) {
 	out.PadCount = uint8(pad)
 	out.SE = b1&bthSE != 0
 	out.MigReq = b1&bthMigReq != 0
-	if opFast.hasAETH[op] {
-		out.AETH = AETHSyndrome(frame[fastLen+int(opFast.aeth[op])+aethSyndromeOffset])
-	}
+	// Packets of a mix of opcodes in no learnable order: no branch on
+	// whether this one has an AETH (the AETH's bytes precede the ICRC,
+	// inside the frame, when it does).
+	out.AETH = AETHSyndrome(frame[opFast.fastAETHAt[op]] & opFast.fastAETHMask[op])
 	if m == nil {
 		m = &defaultTCMap
 	}
