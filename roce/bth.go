@@ -175,11 +175,12 @@ var opFast struct {
 	aeth    [256]uint8  // offset of the AETH after the BTH, when hasAETH
 	defined [256]bool   // false: reserved
 	hasAETH [256]bool
-	// Where the fast path's frame (untagged IPv4, no options) has the AETH
-	// syndrome, and 0xff; for an opcode without an AETH, the opcode's own
-	// byte and 0: the syndrome is read without a branch on the opcode.
-	fastAETHAt   [256]uint8
-	fastAETHMask [256]uint8
+	// The AETH syndrome is read without a branch on the opcode: masked
+	// with 0xff, or 0 for an opcode without an AETH. fastAETHAt is where
+	// the fast path's frame (untagged IPv4, no options) has it; for an
+	// opcode without an AETH, the opcode's own byte.
+	aethMask   [256]uint8
+	fastAETHAt [256]uint8
 }
 
 // reservedExtLen is longer than any UDP datagram, so the length check of
@@ -343,7 +344,7 @@ func init() {
 		opFast.defined[op], opFast.hasAETH[op] = e.Defined, e.Ext&ExtAETH != 0
 		opFast.fastAETHAt[op] = fastLen - BTHLen + BTHOpcodeOffset
 		if opFast.hasAETH[op] {
-			opFast.fastAETHAt[op], opFast.fastAETHMask[op] = uint8(fastLen+int(e.aeth)+aethSyndromeOffset), 0xff
+			opFast.fastAETHAt[op], opFast.aethMask[op] = uint8(fastLen+int(e.aeth)+aethSyndromeOffset), 0xff
 		}
 		opRows[op] = opRow{
 			payloadOff: fastLen + uint16(e.ExtLen),

@@ -251,7 +251,7 @@ func Classify(frame []byte, m *TCMap, verifyICRC bool, out *Result) {
 	// Packets of a mix of opcodes in no learnable order: no branch on
 	// whether this one has an AETH (the AETH's bytes precede the ICRC,
 	// inside the frame, when it does).
-	out.AETH = AETHSyndrome(frame[opFast.fastAETHAt[op]] & opFast.fastAETHMask[op])
+	out.AETH = AETHSyndrome(frame[opFast.fastAETHAt[op]] & opFast.aethMask[op])
 	if m == nil {
 		m = &defaultTCMap
 	}
@@ -512,10 +512,10 @@ func classify(f []byte, verify bool, r *Result) {
 			r.Err = ErrTruncatedExt
 			break
 		}
-		if opFast.hasAETH[op] {
-			r.HasAETH = true
-			r.AETH = AETHSyndrome(f[ext+int(opFast.aeth[op])+aethSyndromeOffset])
-		}
+		// No branch on the opcode (see Classify): without an AETH, the
+		// byte read is the first after the BTH, before the ICRC.
+		r.HasAETH = opFast.hasAETH[op]
+		r.AETH = AETHSyndrome(f[ext+int(opFast.aeth[op])+aethSyndromeOffset] & opFast.aethMask[op])
 		rest := icrcOff - extEnd
 		if pad > rest || rest&3 != 0 {
 			r.Err = ErrBadPad
