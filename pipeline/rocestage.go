@@ -70,9 +70,10 @@ func (rs *roceStage) free() {
 	rs.qpMem, rs.qp, rs.qpCopyMem, rs.qpCopy = nil, nil, nil, nil
 }
 
-// classifyPass classifies every packet of the burst and counts it. A
-// RoCEv2 packet's QP lookup is staged (qpstats: hashed now, found and
-// counted by qpPass); a bad ICRC or a malformed frame is dropped if the
+// classifyPass classifies every packet of the burst. A well-formed RoCEv2
+// packet's QP lookup is staged (qpstats: hashed now, its bucket loaded
+// while countPass counts it, found and counted by qpPass). Any other frame
+// is counted here; a bad ICRC or a malformed frame is dropped if the
 // config says so, and a PFC or PAUSE frame is consumed.
 //
 // A pass is a call of its own (noinline): inlined into handle, it left
@@ -82,7 +83,6 @@ func (rs *roceStage) free() {
 //go:noinline
 func (w *Worker) classifyPass(b *burst) {
 	rs := w.rs
-	st := &rs.ports[b.src]
 	qp, batch := rs.qp, rs.batch
 	if qp != nil {
 		qp.Begin(batch, w.now)
@@ -95,7 +95,6 @@ func (w *Worker) classifyPass(b *burst) {
 		r := &b.res[j]
 		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
 		if r.RoCE && r.Err == roce.ReasonNone {
-			st.AddRoCE(r, n)
 			if qp != nil {
 				b.qslot[j] = qp.Add(batch, j, frame, r, n)
 			}
@@ -108,6 +107,24 @@ func (w *Worker) classifyPass(b *burst) {
 			}
 		}
 		w.roceOther(b, j, frame)
+	}
+	if qp != nil {
+		qp.Prefetch(batch) // the buckets load while countPass runs
+	}
+}
+
+// countPass counts the burst's well-formed RoCEv2 packets per rx queue
+// (classifyPass counted the others). A pass of its own, between the QP
+// lookups' staging and their Find: it is the work the buckets' loads
+// overlap.
+//
+//go:noinline
+func (w *Worker) countPass(b *burst) {
+	st := &w.rs.ports[b.src]
+	for j := range b.pkts {
+		if r := &b.res[j]; r.RoCE && r.Err == roce.ReasonNone {
+			st.AddRoCE(r, int(b.size[j]))
+		}
 	}
 }
 

@@ -310,6 +310,7 @@ type Batch struct {
 	n       int
 	items   []item
 	nb      int       // bucket addresses in buckets
+	loaded  int       // of which Prefetch has had the CPU load this many
 	buckets []uintptr // the items' first buckets, to prefetch
 	slots   []uintptr // the items' slot lines: one each, two for a new flow
 }
@@ -339,7 +340,7 @@ func NewBatch(n int) *Batch {
 func (b *Batch) Len() int { return b.n }
 
 // Reset empties the batch for the next burst.
-func (b *Batch) Reset() { b.n, b.nb = 0, 0 }
+func (b *Batch) Reset() { b.n, b.nb, b.loaded = 0, 0, 0 }
 
 // Pkt is the index Add was given for the k-th staged packet.
 func (b *Batch) Pkt(k int) int { return int(b.items[k].pkt) }
@@ -463,6 +464,13 @@ func memoIndex(k words, qp uint32) uint32 {
 	return uint32((k.s1^bits.RotateLeft64(k.d1, 17)^uint64(qp))*0x9e3779b97f4a7c15>>58) & (memoSize - 1)
 }
 
+// Prefetch starts loading the buckets of the packets staged so far, for a
+// caller with other work to do before Find: the loads overlap it.
+func (t *Table) Prefetch(b *Batch) {
+	prefetch.Lines(b.buckets[b.loaded:b.nb])
+	b.loaded = b.nb
+}
+
 // Find chooses every staged packet's slot from its bucket, claiming one
 // for a key the table does not hold, and starts loading the slots, so
 // that Update finds them in the cache. now is unix nanoseconds.
@@ -471,7 +479,7 @@ func (t *Table) Find(b *Batch, now int64) {
 	if n == 0 {
 		return
 	}
-	prefetch.Lines(b.buckets[:b.nb])
+	prefetch.Lines(b.buckets[b.loaded:b.nb])
 	t.now = max(t.now, now)
 	age := uint32(now >> ageShift)
 	items := b.items[:n]
