@@ -310,6 +310,8 @@ func (s *Shell) showPort(w []string, jsonOut bool) (string, error) {
 			TxDesc   int    `json:"tx_desc"`
 			MaxRxQ   int    `json:"max_rx_queues"`
 			MaxTxQ   int    `json:"max_tx_queues"`
+			RSS      string `json:"rss"`
+			IPv4Cksm bool   `json:"rx_ipv4_checksum_offload"`
 		}
 		var out []info
 		s.d.Do(func() {
@@ -322,7 +324,8 @@ func (s *Shell) showPort(w []string, jsonOut bool) (string, error) {
 				out = append(out, info{ID: int(p.ID), Name: p.Name, Device: p.ID.Name(), Driver: p.Info.Driver, MAC: p.MAC.String(),
 					Socket: p.DevSocket, Started: p.Started, Link: link.String(), MTU: mtu, Promisc: p.ID.Promiscuous(),
 					RxQueues: p.Cfg.RxQueues, TxQueues: p.Cfg.TxQueues, RxDesc: p.Cfg.RxDesc, TxDesc: p.Cfg.TxDesc,
-					MaxRxQ: p.Info.MaxRxQueues, MaxTxQ: p.Info.MaxTxQueues})
+					MaxRxQ: p.Info.MaxRxQueues, MaxTxQ: p.Info.MaxTxQueues, IPv4Cksm: p.IPv4ChecksumOffload()})
+				out[len(out)-1].RSS, _ = p.RSS()
 			}
 		})
 		if jsonOut {
@@ -345,6 +348,7 @@ func (s *Shell) showPort(w []string, jsonOut bool) (string, error) {
 			fmt.Fprintf(&b, "Port status: %s\nLink: %s\nMTU: %d\nPromiscuous mode: %s\n", upDown(i.Started), i.Link, i.MTU, onOff(i.Promisc))
 			fmt.Fprintf(&b, "Current number of RX queues: %d (max %d), %d descriptors\nCurrent number of TX queues: %d (max %d), %d descriptors\n",
 				i.RxQueues, i.MaxRxQ, i.RxDesc, i.TxQueues, i.MaxTxQ, i.TxDesc)
+			fmt.Fprintf(&b, "RSS: %s\nRx IPv4 checksum offload: %s\n", i.RSS, onOff(i.IPv4Cksm))
 		}
 	}
 	return b.String(), nil

@@ -219,8 +219,12 @@ func (d *Daemon) bringUp() error {
 			d.log.Warn("link status", "port", p.Name, "err", err)
 			continue
 		}
+		rss, spread := p.RSS()
 		d.log.Info("port up", "port", p.Name, "id", int(p.ID), "driver", p.Info.Driver, "socket", p.DevSocket,
-			"mac", p.MAC.String(), "link", link.String(), "rx_queues", p.Cfg.RxQueues, "tx_queues", p.Cfg.TxQueues)
+			"mac", p.MAC.String(), "link", link.String(), "rx_queues", p.Cfg.RxQueues, "tx_queues", p.Cfg.TxQueues, "rss", rss)
+		if !spread {
+			d.log.Warn("rx queues not spread", "port", p.Name, "rss", rss)
+		}
 	}
 
 	main := numa.Lcore{ID: dpdk.MainLcore(), Socket: dpdk.LcoreSocket(dpdk.MainLcore())}

@@ -90,6 +90,7 @@ type DevInfo struct {
 	TxDescMax          int
 	RxOffloadCapa      uint64
 	TxOffloadCapa      uint64
+	RSSHashes          uint64 // flow_type_rss_offloads: the RTE_ETH_RSS_* it can hash on
 	SpeedCapa          uint32
 	ConfiguredRxQueues int
 	ConfiguredTxQueues int
@@ -120,6 +121,7 @@ func (p Port) Info() (DevInfo, error) {
 		TxDescMax:          int(di.tx_desc_lim.nb_max),
 		RxOffloadCapa:      uint64(di.rx_offload_capa),
 		TxOffloadCapa:      uint64(di.tx_offload_capa),
+		RSSHashes:          uint64(di.flow_type_rss_offloads),
 		SpeedCapa:          uint32(di.speed_capa),
 		ConfiguredRxQueues: int(di.nb_rx_queues),
 		ConfiguredTxQueues: int(di.nb_tx_queues),
@@ -127,10 +129,34 @@ func (p Port) Info() (DevInfo, error) {
 	}, nil
 }
 
-// Configure sets the queue counts and MTU (0 keeps the PMD default).
-func (p Port) Configure(rxQueues, txQueues, mtu int) error {
-	return errRC(p.op(fmt.Sprintf("configure %d rx / %d tx queues, mtu %d", rxQueues, txQueues, mtu)),
-		C.rf_port_configure(C.uint16_t(p), C.uint16_t(rxQueues), C.uint16_t(txQueues), C.uint16_t(mtu)))
+// PortConf is what Configure sets.
+type PortConf struct {
+	RxQueues, TxQueues int
+	MTU                int    // 0 keeps the PMD default
+	RSSHashes          uint64 // RTE_ETH_RSS_* to spread the rx queues by; 0: no RSS
+	RxOffloads         uint64 // RTE_ETH_RX_OFFLOAD_*
+}
+
+// RSS hash types and rx offloads the ports use.
+const (
+	RSSIP              = uint64(C.RTE_ETH_RSS_IP)
+	RSSUDP             = uint64(C.RTE_ETH_RSS_UDP)
+	RxOffloadIPv4Cksum = uint64(C.RTE_ETH_RX_OFFLOAD_IPV4_CKSUM)
+)
+
+// Configure sets the queue counts, MTU, RSS and rx offloads.
+func (p Port) Configure(c PortConf) error {
+	return errRC(p.op(fmt.Sprintf("configure %d rx / %d tx queues, mtu %d, rss %#x, rx offloads %#x", c.RxQueues, c.TxQueues, c.MTU, c.RSSHashes, c.RxOffloads)),
+		C.rf_port_configure(C.uint16_t(p), C.uint16_t(c.RxQueues), C.uint16_t(c.TxQueues), C.uint16_t(c.MTU),
+			C.uint64_t(c.RSSHashes), C.uint64_t(c.RxOffloads)))
+}
+
+// RSSHashConf is the RTE_ETH_RSS_* the port spreads its rx queues by
+// (rte_eth_dev_rss_hash_conf_get).
+func (p Port) RSSHashConf() (uint64, error) {
+	var hf C.uint64_t
+	err := errRC(p.op("rss hash conf get"), C.rf_port_rss_hf(C.uint16_t(p), &hf))
+	return uint64(hf), err
 }
 
 // RxQueueSetup sets up rx queue q with desc descriptors on socket, filled from pool.

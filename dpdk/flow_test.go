@@ -409,7 +409,7 @@ func closeAtEnd(t *testing.T, p Port) {
 // setupQueues configures one rx and one tx queue of 256 descriptors.
 func setupQueues(t *testing.T, p Port, pool *Mempool) {
 	t.Helper()
-	if err := p.Configure(1, 1, 0); err != nil {
+	if err := p.Configure(PortConf{RxQueues: 1, TxQueues: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.RxQueueSetup(0, 256, p.Socket(), pool); err != nil {

@@ -44,6 +44,34 @@ const (
 	rxFDIRID uint64 = C.RTE_MBUF_F_RX_FDIR_ID // hash.fdir.hi holds the MARK id
 )
 
+// ol_flags bits of a port's verdict on a received IPv4 header checksum
+// (RTE_MBUF_F_RX_IP_CKSUM_*): unknown (0), bad, good, or none (the field
+// is not right but the header's integrity was verified).
+const (
+	rxIPCksumMask = uint64(C.RTE_MBUF_F_RX_IP_CKSUM_MASK)
+	rxIPCksumBad  = uint64(C.RTE_MBUF_F_RX_IP_CKSUM_BAD)
+	rxIPCksumGood = uint64(C.RTE_MBUF_F_RX_IP_CKSUM_GOOD)
+)
+
+// IPv4HeaderVerified reports whether the port checked the packet's IPv4
+// header checksum on receive and found the header sound (GOOD, or NONE).
+// Unknown or bad leave the check to software.
+func (m *Mbuf) IPv4HeaderVerified() bool {
+	return *(*uint64)(m.at(offOlFlags))&rxIPCksumGood != 0
+}
+
+// SetIPv4Checksum records a verdict on the IPv4 header checksum as a port
+// with the IPV4_CKSUM rx offload does on receive: good or bad.
+func (m *Mbuf) SetIPv4Checksum(good bool) {
+	f := (*uint64)(m.at(offOlFlags))
+	*f &^= rxIPCksumMask
+	if good {
+		*f |= rxIPCksumGood
+	} else {
+		*f |= rxIPCksumBad
+	}
+}
+
 func checkMbufLayout() error {
 	var l C.struct_rf_mbuf_layout
 	C.rf_mbuf_layout(&l)

@@ -144,13 +144,30 @@ int rf_link_get(uint16_t port, struct rf_link *l, int wait)
 	return 0;
 }
 
-int rf_port_configure(uint16_t port, uint16_t nb_rxq, uint16_t nb_txq, uint16_t mtu)
+int rf_port_configure(uint16_t port, uint16_t nb_rxq, uint16_t nb_txq, uint16_t mtu,
+		      uint64_t rss_hf, uint64_t rx_offloads)
 {
 	struct rte_eth_conf conf;
 
 	memset(&conf, 0, sizeof(conf));
 	conf.rxmode.mtu = mtu; /* 0: the PMD's default */
+	conf.rxmode.offloads = rx_offloads;
+	if (rss_hf != 0) {
+		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf.rx_adv_conf.rss_conf.rss_key = NULL; /* the PMD's default key */
+		conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+	}
 	return rte_eth_dev_configure(port, nb_rxq, nb_txq, &conf);
+}
+
+int rf_port_rss_hf(uint16_t port, uint64_t *rss_hf)
+{
+	struct rte_eth_rss_conf c;
+
+	memset(&c, 0, sizeof(c));
+	int rc = rte_eth_dev_rss_hash_conf_get(port, &c);
+	*rss_hf = c.rss_hf;
+	return rc;
 }
 
 int rf_rx_queue_setup(uint16_t port, uint16_t q, uint16_t nb_desc, int socket, struct rte_mempool *mp)

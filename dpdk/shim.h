@@ -108,7 +108,10 @@ struct rf_link {
 	uint8_t duplex_full, autoneg, up;
 };
 int rf_link_get(uint16_t port, struct rf_link *l, int wait);
-int rf_port_configure(uint16_t port, uint16_t nb_rxq, uint16_t nb_txq, uint16_t mtu);
+/* rss_hf 0: no RSS (one rx queue, or a device without it). */
+int rf_port_configure(uint16_t port, uint16_t nb_rxq, uint16_t nb_txq, uint16_t mtu,
+		      uint64_t rss_hf, uint64_t rx_offloads);
+int rf_port_rss_hf(uint16_t port, uint64_t *rss_hf);
 int rf_rx_queue_setup(uint16_t port, uint16_t q, uint16_t nb_desc, int socket, struct rte_mempool *mp);
 int rf_tx_queue_setup(uint16_t port, uint16_t q, uint16_t nb_desc, int socket);
 

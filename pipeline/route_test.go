@@ -252,3 +252,62 @@ func TestIPv4Sum(t *testing.T) {
 		t.Fatal("all ones: the sum is 0xffff")
 	}
 }
+
+// The routed path takes the port's verdict on an IPv4 header checksum
+// when the port gave one (a NIC with the IPV4_CKSUM rx offload): a header
+// it found sound is not checked again, even if its checksum field is
+// wrong. Without a verdict, or with a bad one, the software check decides,
+// in the inline path (untagged) and in routeParse (tagged).
+func TestRoutedTakesThePortsChecksumVerdict(t *testing.T) {
+	const unknown, good, bad = 0, 1, 2
+	cases := []struct {
+		name    string
+		tagged  bool
+		wrong   bool // the checksum field is wrong
+		verdict int
+		routed  bool
+	}{
+		{"right, no verdict", false, false, unknown, true},
+		{"wrong, no verdict", false, true, unknown, false},
+		{"wrong, port says good", false, true, good, true},
+		{"wrong, port says bad", false, true, bad, false},
+		{"right, port says bad: software decides", false, false, bad, true},
+		{"tagged, wrong, no verdict", true, true, unknown, false},
+		{"tagged, wrong, port says good", true, true, good, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, set := openPorts(t, "io", "net_ring%d")
+			p := newPipeline(t, cfg, set, withHairpin(t, set))
+			w := p.Workers[0]
+			s := roce.FrameSpec{SrcIP: netip.MustParseAddr("10.2.0.1"), DstIP: netip.MustParseAddr("10.0.0.7"),
+				BTH: roce.BTHFields{Opcode: roce.OpRC | roce.OpAck, DestQP: 5}}
+			if c.tagged {
+				s.Tags = []roce.VLANTag{{TPID: 0x8100, VID: 10}}
+			}
+			f, err := s.Append(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.wrong {
+				l3 := 14 + 4*len(s.Tags)
+				f[l3+10] ^= 0x5a
+			}
+			m := set.Ports[0].Pool.Alloc()
+			if err := m.SetData(f); err != nil {
+				t.Fatal(err)
+			}
+			if c.verdict != unknown {
+				m.SetIPv4Checksum(c.verdict == good)
+			}
+			w.step.Txq[0].Push(m)
+			w.Poll() // sends it, the ring returns it, and it is routed (or dropped)
+			st := p.RouteStats()
+			routed, dropped := st.Classes[RoutedForward] == 1, w.Stats().Drops[DropIPChecksum] == 1
+			if routed != c.routed || dropped == c.routed {
+				t.Errorf("routed %d, dropped for its checksum %d; want routed: %v", st.Classes[RoutedForward], w.Stats().Drops[DropIPChecksum], c.routed)
+			}
+			closeRing(t, p, set)
+		})
+	}
+}

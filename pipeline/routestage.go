@@ -225,7 +225,7 @@ func (w *Worker) routePass(b *burst) {
 			case et == etherIPv4 && f[14] == 0x45:
 				h := f[14:34]
 				if tl := int(binary.BigEndian.Uint16(h[2:])); tl >= 20 && tl <= len(f)-14 && h[16] < 224 &&
-					binary.BigEndian.Uint16(h[6:])&0x3fff == 0 && h[8] > 1 && ipv4Sum(h) == 0xffff {
+					binary.BigEndian.Uint16(h[6:])&0x3fff == 0 && h[8] > 1 && (m.IPv4HeaderVerified() || ipv4Sum(h) == 0xffff) {
 					rs.l3[j] = 14
 					rs.a4[n4], rs.j4[n4] = binary.BigEndian.Uint32(h[16:]), uint16(j)
 					n4++
@@ -285,7 +285,7 @@ func (w *Worker) routeParse(b *burst, j int, f []byte) int {
 	rs.l3[j] = uint16(l3)
 	switch et {
 	case etherIPv4:
-		if r := checkIPv4(f, l3); r != reasonNone {
+		if r := checkIPv4(f, l3, b.pkts[j].IPv4HeaderVerified()); r != reasonNone {
 			w.punt(b, j, r)
 			return 0
 		}
@@ -330,9 +330,9 @@ const reasonNone = NumReasons
 
 // checkIPv4 is what a router checks of an IPv4 header before forwarding
 // it (RFC 1812 5.2.2): length, version, no options (those go the slow
-// way), total length within the frame, the header checksum, and a TTL
-// that survives the hop.
-func checkIPv4(f []byte, l3 int) Reason {
+// way), total length within the frame, the header checksum (unless the
+// port verified it on receive), and a TTL that survives the hop.
+func checkIPv4(f []byte, l3 int, verified bool) Reason {
 	if len(f) < l3+20 {
 		return DropIPHeader
 	}
@@ -346,7 +346,7 @@ func checkIPv4(f []byte, l3 int) Reason {
 	if tl := int(binary.BigEndian.Uint16(h[2:])); tl < 20 || tl > len(f)-l3 {
 		return DropIPHeader
 	}
-	if ipv4Sum(h) != 0xffff {
+	if !verified && ipv4Sum(h) != 0xffff {
 		return DropIPChecksum
 	}
 	if h[8] <= 1 {

@@ -32,6 +32,9 @@ type Port struct {
 	PeerMAC   net.HardwareAddr
 	Pool      *dpdk.Mempool
 	Started   bool
+	// RSSHashes is what the rx queues are spread by (0: no RSS: one
+	// queue, or a device without it); RxOffloads the rx offloads on.
+	RSSHashes, RxOffloads uint64
 
 	mu   sync.Mutex
 	last Snapshot // for rates since the previous snapshot
@@ -202,6 +205,30 @@ func vdevPMDs(all []string) []string {
 	return out
 }
 
+// RSS says how the port spreads its rx queues, for the log and show port
+// info; ok is false when it has several and cannot spread them.
+func (p *Port) RSS() (desc string, ok bool) {
+	switch {
+	case p.Cfg.RxQueues <= 1:
+		return "off (1 rx queue)", true
+	case p.RSSHashes == 0:
+		return fmt.Sprintf("unsupported by %s: its %d rx queues are not spread (a NIC delivers every packet to queue 0)",
+			p.Info.Driver, p.Cfg.RxQueues), false
+	}
+	var by []string
+	if p.RSSHashes&dpdk.RSSIP != 0 {
+		by = append(by, "ip")
+	}
+	if p.RSSHashes&dpdk.RSSUDP != 0 {
+		by = append(by, "udp")
+	}
+	return fmt.Sprintf("%s over %d rx queues", strings.Join(by, " "), p.Cfg.RxQueues), true
+}
+
+// IPv4ChecksumOffload reports whether the port checks received IPv4
+// header checksums (the routed path then takes its verdict).
+func (p *Port) IPv4ChecksumOffload() bool { return p.RxOffloads&dpdk.RxOffloadIPv4Cksum != 0 }
+
 func (p *Port) setup() error {
 	pc := p.Cfg
 	wrap := func(err error) error { return fmt.Errorf("port %s (%s): %w", p.Name, p.Info.Driver, err) }
@@ -214,9 +241,20 @@ func (p *Port) setup() error {
 	if pc.MTU != 0 && p.Info.MaxMTU != 0 && (pc.MTU > p.Info.MaxMTU || pc.MTU < p.Info.MinMTU) {
 		return wrap(fmt.Errorf("mtu = %d outside the device's range %d..%d", pc.MTU, p.Info.MinMTU, p.Info.MaxMTU))
 	}
-	if err := p.ID.Configure(pc.RxQueues, pc.TxQueues, pc.MTU); err != nil {
+	conf := dpdk.PortConf{RxQueues: pc.RxQueues, TxQueues: pc.TxQueues, MTU: pc.MTU}
+	if pc.RxQueues > 1 {
+		// Without RSS a NIC delivers every packet to queue 0. The hash
+		// covers the addresses and the UDP ports: a RoCEv2 QP's entropy
+		// is the UDP source port its host picked for it.
+		conf.RSSHashes = (dpdk.RSSIP | dpdk.RSSUDP) & p.Info.RSSHashes
+	}
+	// The NIC's verdict on IPv4 header checksums spares the routed path
+	// its own check (RTE_MBUF_F_RX_IP_CKSUM_GOOD).
+	conf.RxOffloads = dpdk.RxOffloadIPv4Cksum & p.Info.RxOffloadCapa
+	if err := p.ID.Configure(conf); err != nil {
 		return wrap(err)
 	}
+	p.RSSHashes, p.RxOffloads = conf.RSSHashes, conf.RxOffloads
 	for q := 0; q < pc.RxQueues; q++ {
 		if err := p.ID.RxQueueSetup(q, pc.RxDesc, p.Socket, p.Pool); err != nil {
 			return wrap(err)

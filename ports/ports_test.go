@@ -490,3 +490,40 @@ func TestPromiscuousOnTap(t *testing.T) {
 		t.Errorf("MAC %v, the interface has %v", set.Ports[0].MAC, iface.HardwareAddr)
 	}
 }
+
+// A port with several rx queues spreads them by RSS over addresses and
+// UDP ports where the device can (net_null keeps the RSS configuration
+// as a NIC would); where it cannot (net_ring), RSS says so. A port with
+// one queue has no RSS.
+func TestRSS(t *testing.T) {
+	null2, ring2, null1 := vdev("net_null%d"), vdev("net_ring%d"), vdev("net_null%d")
+	set := open(t, parse(t, "",
+		fmt.Sprintf("name = \"n2\"\nvdev = %q\nrx_queues = 2", null2),
+		fmt.Sprintf("name = \"r2\"\nvdev = %q\nrx_queues = 2", ring2),
+		fmt.Sprintf("name = \"n1\"\nvdev = %q", null1)))
+	n2, r2, n1 := set.Ports[0], set.Ports[1], set.Ports[2]
+
+	if n2.Info.RSSHashes&dpdk.RSSUDP == 0 {
+		t.Fatalf("net_null offers RSS on %#x: no UDP", n2.Info.RSSHashes)
+	}
+	if want := (dpdk.RSSIP | dpdk.RSSUDP) & n2.Info.RSSHashes; n2.RSSHashes != want {
+		t.Errorf("n2 spreads by %#x, want %#x", n2.RSSHashes, want)
+	}
+	if hf, err := n2.ID.RSSHashConf(); err != nil || hf != n2.RSSHashes {
+		t.Errorf("n2's device spreads by %#x (%v), the port says %#x", hf, err, n2.RSSHashes)
+	}
+	if desc, ok := n2.RSS(); !ok || desc != "ip udp over 2 rx queues" {
+		t.Errorf("n2: %q %v", desc, ok)
+	}
+	if desc, ok := r2.RSS(); ok || r2.RSSHashes != 0 || !strings.Contains(desc, "unsupported by net_ring") {
+		t.Errorf("r2 (no RSS in the device): %q %v, hashes %#x", desc, ok, r2.RSSHashes)
+	}
+	if desc, ok := n1.RSS(); !ok || n1.RSSHashes != 0 || desc != "off (1 rx queue)" {
+		t.Errorf("n1: %q %v, hashes %#x", desc, ok, n1.RSSHashes)
+	}
+	for _, p := range set.Ports {
+		if want := p.Info.RxOffloadCapa&dpdk.RxOffloadIPv4Cksum != 0; p.IPv4ChecksumOffload() != want {
+			t.Errorf("%s: IPv4 checksum offload %v, the device offers it: %v", p.Name, p.IPv4ChecksumOffload(), want)
+		}
+	}
+}

@@ -203,6 +203,10 @@ func TestConsoleOneShots(t *testing.T) {
 		!strings.Contains(res.stdout, "net_pcap") || !strings.Contains(res.stdout, "net_null") {
 		t.Errorf("summary: %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
+	res = r.console("show", "port", "info", "0")
+	if res.code != 0 || !strings.Contains(res.stdout, "RSS: off (1 rx queue)\n") || !strings.Contains(res.stdout, "Rx IPv4 checksum offload: disabled\n") {
+		t.Errorf("show port info 0: %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
 	// Counters rise between two shows, and out transmits what in receives.
 	a := r.fwd()
 	time.Sleep(300 * time.Millisecond)
