@@ -177,3 +177,51 @@ func BenchmarkPoll(b *testing.B) {
 		})
 	}
 }
+
+// Every frame is counted once per rx queue, whether the QP table's memo
+// counted its flow at once (a few busy QPs: the demo frames) or its lookup
+// was staged and counted by qpPass (32 QPs, a new one each frame).
+func TestRoCECountsEachFrameOnce(t *testing.T) {
+	for _, distinct := range []bool{false, true} {
+		t.Run(fmt.Sprint("distinct QPs ", distinct), func(t *testing.T) {
+			cfg, set := openPorts(t, "roce", "net_ring%d")
+			p := newPipeline(t, cfg, set)
+			w := p.Workers[0]
+			frames := testenv.Frames(32)
+			nRoCE := 0
+			for i, f := range frames {
+				var r roce.Result
+				roce.Classify(f, nil, false, &r)
+				if !r.RoCE || r.Err != roce.ReasonNone {
+					continue
+				}
+				nRoCE++
+				if distinct {
+					f[r.BTH+5], f[r.BTH+6], f[r.BTH+7] = 0x10, byte(i), 0x01
+					if err := roce.SetICRC(f); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for _, f := range frames {
+				m := set.Ports[0].Pool.Alloc()
+				if err := m.SetData(f); err != nil {
+					t.Fatal(err)
+				}
+				w.step.Txq[0].Push(m)
+			}
+			for range 100 {
+				w.Poll()
+			}
+			st := w.Stats()
+			c := p.RoCEByPort()[uint16(set.Ports[0].ID)]
+			if st.Packets%32 != 0 || st.Packets < 32*90 || c == nil {
+				t.Fatalf("%d packets polled, counters %+v", st.Packets, c)
+			}
+			if c.Frames() != st.Packets || c.RoCE() != st.Packets/32*uint64(nRoCE) {
+				t.Errorf("counted %d frames, %d RoCEv2, of %d packets (%d of each 32 RoCEv2)", c.Frames(), c.RoCE(), st.Packets, nRoCE)
+			}
+			closeRing(t, p, set)
+		})
+	}
+}

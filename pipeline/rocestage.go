@@ -70,11 +70,11 @@ func (rs *roceStage) free() {
 	rs.qpMem, rs.qp, rs.qpCopyMem, rs.qpCopy = nil, nil, nil, nil
 }
 
-// classifyPass classifies every packet of the burst. A well-formed RoCEv2
-// packet's QP lookup is staged (qpstats: hashed now, its bucket loaded
-// while countPass counts it, found and counted by qpPass). Any other frame
-// is counted here; a bad ICRC or a malformed frame is dropped if the
-// config says so, and a PFC or PAUSE frame is consumed.
+// classifyPass classifies every packet of the burst and counts it, but for
+// the RoCEv2 packets whose QP lookup it stages (qpstats: hashed now, found
+// and counted by qpPass, which counts them per rx queue too); a bad ICRC
+// or a malformed frame is dropped if the config says so, and a PFC or
+// PAUSE frame is consumed.
 //
 // A pass is a call of its own (noinline): inlined into handle, it left
 // profile-guided inlining no budget for the classifier and the table's
@@ -83,6 +83,7 @@ func (rs *roceStage) free() {
 //go:noinline
 func (w *Worker) classifyPass(b *burst) {
 	rs := w.rs
+	st := &rs.ports[b.src]
 	qp, batch := rs.qp, rs.batch
 	if qp != nil {
 		qp.Begin(batch, w.now)
@@ -95,8 +96,13 @@ func (w *Worker) classifyPass(b *burst) {
 		r := &b.res[j]
 		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
 		if r.RoCE && r.Err == roce.ReasonNone {
+			slot := int32(-1)
 			if qp != nil {
-				b.qslot[j] = qp.Add(batch, j, frame, r, n)
+				slot = qp.Add(batch, j, frame, r, n)
+				b.qslot[j] = slot
+			}
+			if qp == nil || slot >= 0 { // not staged: qpPass does not see it
+				st.AddRoCE(r, n)
 			}
 			continue
 		}
@@ -108,35 +114,27 @@ func (w *Worker) classifyPass(b *burst) {
 		}
 		w.roceOther(b, j, frame)
 	}
-	if qp != nil {
-		qp.Prefetch(batch) // the buckets load while countPass runs
-	}
 }
 
-// countPass counts the burst's well-formed RoCEv2 packets per rx queue
-// (classifyPass counted the others). A pass of its own, between the QP
-// lookups' staging and their Find: it is the work the buckets' loads
-// overlap.
-//
-//go:noinline
-func (w *Worker) countPass(b *burst) {
-	st := &w.rs.ports[b.src]
-	for j := range b.pkts {
-		if r := &b.res[j]; r.RoCE && r.Err == roce.ReasonNone {
-			st.AddRoCE(r, int(b.size[j]))
-		}
-	}
-}
-
-// qpPass counts the packets classifyPass staged into the per-QP table:
-// first every slot is found (its bucket and then the slot prefetched for
-// the whole burst), then each packet is counted into its slot.
+// qpPass counts the packets classifyPass staged into the per-QP table.
+// Their buckets start loading first, and while they do the packets are
+// counted per rx queue (classifyPass counted the others); then every slot
+// is found (the slots prefetched for the whole burst), and each packet is
+// counted into its slot.
 //
 //go:noinline
 func (w *Worker) qpPass(b *burst) {
 	qp, batch := w.rs.qp, w.rs.batch
 	if qp == nil || batch.Len() == 0 {
 		return
+	}
+	qp.Prefetch(batch)
+	st := &w.rs.ports[b.src]
+	for k := range batch.Len() {
+		j := batch.Pkt(k)
+		if r := &b.res[j]; r.Err == roce.ReasonNone { // a bad ICRC's is staged, counted by roceOther
+			st.AddRoCE(r, int(b.size[j]))
+		}
 	}
 	qp.Find(batch, w.now)
 	for k := range batch.Len() {

@@ -163,8 +163,7 @@ func (w *Worker) handle(b *burst) {
 	case ModeMAC:
 		w.macPass(b, in == nil && w.rt == nil) // ingress rules see the addresses as received
 	case ModeRoCE:
-		w.classifyPass(b) // rocestage.go: classify, stage QP lookups
-		w.countPass(b)    // count per rx queue while the lookups' buckets load
+		w.classifyPass(b) // rocestage.go: classify, count, stage QP lookups
 		w.qpPass(b)       // the per-QP table
 		if len(w.taps) != 0 {
 			w.tapRx(b) // neither pass changes a byte; a filter reads their results
