@@ -321,11 +321,11 @@ func (s *Shell) showPort(w []string, jsonOut bool) (string, error) {
 				}
 				link, _ := p.ID.Link(false)
 				mtu, _ := p.ID.MTU()
+				rss, _ := p.RSS()
 				out = append(out, info{ID: int(p.ID), Name: p.Name, Device: p.ID.Name(), Driver: p.Info.Driver, MAC: p.MAC.String(),
 					Socket: p.DevSocket, Started: p.Started, Link: link.String(), MTU: mtu, Promisc: p.ID.Promiscuous(),
 					RxQueues: p.Cfg.RxQueues, TxQueues: p.Cfg.TxQueues, RxDesc: p.Cfg.RxDesc, TxDesc: p.Cfg.TxDesc,
-					MaxRxQ: p.Info.MaxRxQueues, MaxTxQ: p.Info.MaxTxQueues, IPv4Cksm: p.IPv4ChecksumOffload()})
-				out[len(out)-1].RSS, _ = p.RSS()
+					MaxRxQ: p.Info.MaxRxQueues, MaxTxQ: p.Info.MaxTxQueues, RSS: rss, IPv4Cksm: p.IPv4ChecksumOffload()})
 			}
 		})
 		if jsonOut {

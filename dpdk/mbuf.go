@@ -60,8 +60,9 @@ func (m *Mbuf) IPv4HeaderVerified() bool {
 	return *(*uint64)(m.at(offOlFlags))&rxIPCksumGood != 0
 }
 
-// SetIPv4Checksum records a verdict on the IPv4 header checksum as a port
-// with the IPV4_CKSUM rx offload does on receive: good or bad.
+// SetIPv4Checksum records a verdict on the IPv4 header checksum, good or
+// bad, as a port with the IPV4_CKSUM rx offload does on receive: how tests
+// on vdevs (which give none) stand in for a NIC.
 func (m *Mbuf) SetIPv4Checksum(good bool) {
 	f := (*uint64)(m.at(offOlFlags))
 	*f &^= rxIPCksumMask

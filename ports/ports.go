@@ -32,8 +32,9 @@ type Port struct {
 	PeerMAC   net.HardwareAddr
 	Pool      *dpdk.Mempool
 	Started   bool
-	// RSSHashes is what the rx queues are spread by (0: no RSS: one
-	// queue, or a device without it); RxOffloads the rx offloads on.
+	// RSSHashes is what the rx queues are spread by, as the device
+	// reports it (0: no RSS: one queue, or a device without it);
+	// RxOffloads the rx offloads on.
 	RSSHashes, RxOffloads uint64
 
 	mu   sync.Mutex
@@ -255,6 +256,12 @@ func (p *Port) setup() error {
 		return wrap(err)
 	}
 	p.RSSHashes, p.RxOffloads = conf.RSSHashes, conf.RxOffloads
+	if conf.RSSHashes != 0 {
+		// What the device applied, in case it took fewer hash types.
+		if hf, err := p.ID.RSSHashConf(); err == nil {
+			p.RSSHashes = hf
+		}
+	}
 	for q := 0; q < pc.RxQueues; q++ {
 		if err := p.ID.RxQueueSetup(q, pc.RxDesc, p.Socket, p.Pool); err != nil {
 			return wrap(err)
