@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/binary"
+	"math/bits"
 
 	"roce-fwd/dpdk"
 	"roce-fwd/fib"
@@ -356,16 +357,19 @@ func checkIPv4(f []byte, l3 int, verified bool) Reason {
 }
 
 // ipv4Sum is the ones' complement sum of a 20-byte header: 0xffff when
-// its checksum is right.
+// its checksum is right. The sum is taken over little-endian words and
+// turned around at the end (RFC 1071: the sum does not depend on byte
+// order), two 64-bit adds with carry and one 32-bit add in place of five
+// byte-swapped loads.
 func ipv4Sum(h []byte) uint16 {
 	_ = h[19]
-	s := uint64(binary.BigEndian.Uint32(h)) + uint64(binary.BigEndian.Uint32(h[4:])) +
-		uint64(binary.BigEndian.Uint32(h[8:])) + uint64(binary.BigEndian.Uint32(h[12:])) +
-		uint64(binary.BigEndian.Uint32(h[16:]))
+	s, c := bits.Add64(binary.LittleEndian.Uint64(h), binary.LittleEndian.Uint64(h[8:]), 0)
+	s, c = bits.Add64(s, uint64(binary.LittleEndian.Uint32(h[16:])), c)
+	s += c // cannot carry again: a wrapped sum is small
 	s = s&0xffffffff + s>>32
 	s = s&0xffff + s>>16
 	s = s&0xffff + s>>16
-	return uint16(s + s>>16)
+	return bits.ReverseBytes16(uint16(s + s>>16))
 }
 
 // resolvePass applies the FIB's values nh to the packets js of one
@@ -435,30 +439,36 @@ var pathDrop = [8]Reason{routing.PathNone: DropNoRoute, routing.PathForward: Dro
 
 // flowHash is the ECMP hash of a packet: addresses, protocol, ports (not
 // of a fragment: only the first carries them), flow label and the BTH
-// destination QP of a RoCEv2 packet.
+// destination QP of a RoCEv2 packet. An IPv4 packet's fields go to the
+// hash in registers (Hasher.Sum4).
 func (w *Worker) flowHash(f []byte, l3 int, v4 bool) uint32 {
-	var k routing.FlowKey
-	l4 := 0
+	h := &w.rt.plane.Hash
 	if v4 {
-		k.S1, k.D1 = uint64(binary.BigEndian.Uint32(f[l3+12:])), uint64(binary.BigEndian.Uint32(f[l3+16:]))
-		k.Proto = uint32(f[l3+9])
-		if binary.BigEndian.Uint16(f[l3+6:])&0x3fff == 0 {
-			l4 = l3 + 20
+		ip := f[l3 : l3+20]
+		proto := ip[9]
+		var sp, dp uint16
+		var qp uint32
+		if binary.BigEndian.Uint16(ip[6:])&0x3fff == 0 && (proto == 17 || proto == 6) && len(f) >= l3+24 {
+			l4 := f[l3+20:]
+			sp, dp = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
+			if proto == 17 && dp == 4791 && len(l4) >= 8+8 {
+				qp = binary.BigEndian.Uint32(l4[8+4:]) & 0xffffff
+			}
 		}
-	} else {
-		k.S0, k.S1 = binary.BigEndian.Uint64(f[l3+8:]), binary.BigEndian.Uint64(f[l3+16:])
-		k.D0, k.D1 = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:])
-		k.Proto = uint32(f[l3+6])
-		k.FlowLabel = binary.BigEndian.Uint32(f[l3:]) & 0xfffff
-		l4 = l3 + 40
+		return h.Sum4(binary.BigEndian.Uint32(ip[12:]), binary.BigEndian.Uint32(ip[16:]), proto, sp, dp, qp)
 	}
-	if l4 > 0 && (k.Proto == 17 || k.Proto == 6) && len(f) >= l4+4 {
+	var k routing.FlowKey
+	k.S0, k.S1 = binary.BigEndian.Uint64(f[l3+8:]), binary.BigEndian.Uint64(f[l3+16:])
+	k.D0, k.D1 = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:])
+	k.Proto = uint32(f[l3+6])
+	k.FlowLabel = binary.BigEndian.Uint32(f[l3:]) & 0xfffff
+	if l4 := l3 + 40; (k.Proto == 17 || k.Proto == 6) && len(f) >= l4+4 {
 		k.SPort, k.DPort = uint32(binary.BigEndian.Uint16(f[l4:])), uint32(binary.BigEndian.Uint16(f[l4+2:]))
 		if k.Proto == 17 && k.DPort == 4791 && len(f) >= l4+8+8 {
 			k.QP = binary.BigEndian.Uint32(f[l4+8+4:]) & 0xffffff
 		}
 	}
-	return w.rt.plane.Hash.Sum(&k)
+	return h.Sum(&k)
 }
 
 // egressByPort runs the egress stages on b: whole when every forwarded

@@ -74,16 +74,27 @@ func NewHasher(fields Field, seed uint32, symmetric bool) Hasher {
 // changes the word), then murmur3's finaliser, which carries every input
 // bit into the high half. Two multiplies per packet.
 func (h *Hasher) Sum(k *FlowKey) uint32 {
-	s0, s1, d0, d1 := k.S0&h.src, k.S1&h.src, k.D0&h.dst, k.D1&h.dst
-	sp, dp := uint64(k.SPort)&h.sport, uint64(k.DPort)&h.dport
+	return h.sum(k.S0, k.S1, k.D0, k.D1, uint64(k.Proto), uint64(k.SPort), uint64(k.DPort), uint64(k.FlowLabel), uint64(k.QP))
+}
+
+// Sum4 is Sum of an IPv4 flow, the routed path's common case, with the
+// fields in registers rather than a FlowKey in memory: the same value as
+// Sum of the FlowKey with S1, D1, Proto, SPort, DPort and QP set.
+func (h *Hasher) Sum4(src, dst uint32, proto uint8, sport, dport uint16, qp uint32) uint32 {
+	return h.sum(0, uint64(src), 0, uint64(dst), uint64(proto), uint64(sport), uint64(dport), 0, uint64(qp))
+}
+
+func (h *Hasher) sum(s0, s1, d0, d1, proto, sp, dp, label, qp uint64) uint32 {
+	s0, s1, d0, d1 = s0&h.src, s1&h.src, d0&h.dst, d1&h.dst
+	sp, dp = sp&h.sport, dp&h.dport
 	if h.sym {
 		// Order-free: the same value whichever end is the source.
 		s0, s1, d0, d1 = s0^d0, s1^d1, s0&d0, s1&d1
 		sp, dp = sp^dp, sp&dp
 	}
 	x := h.seed ^ s0 ^ bits.RotateLeft64(s1, 11) ^ bits.RotateLeft64(d0, 23) ^ bits.RotateLeft64(d1, 43) ^
-		(uint64(k.Proto)&h.proto | sp<<8 | dp<<24 | (uint64(k.FlowLabel)&h.label)<<40) ^
-		bits.RotateLeft64(uint64(k.QP)&h.qp, 31)
+		(proto&h.proto | sp<<8 | dp<<24 | (label&h.label)<<40) ^
+		bits.RotateLeft64(qp&h.qp, 31)
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33
