@@ -142,6 +142,88 @@ func withHairpin(t testing.TB, set *ports.Set) func(*Spec) {
 	}
 }
 
+// TestUnroutedReasons sends one burst mixing packets that forward with
+// packets of each kind that does not, interleaved, and checks each is
+// counted once under its own reason (without an exception path nothing is
+// punted): a route whose gateway has no neighbour entry and a host of a
+// connected subnet without one (neighbor_unresolved), a drop route
+// (route_drop), the box's own address (for_us) and no route (no_route).
+func TestUnroutedReasons(t *testing.T) {
+	cfg, set := openPorts(t, "io", "net_ring%d")
+	p := newPipeline(t, cfg, set, func(s *Spec) {
+		port := set.Ports[0]
+		rp := routing.Port{ID: uint16(port.ID), Name: port.Name, Addrs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/24")}}
+		copy(rp.MAC[:], port.MAC)
+		v4 := fib.New(fib.Config{FirstBits: 24, Groups: 1 << 8}, fib.V4)
+		var plane *routing.Plane
+		rt, err := routing.New(routing.Settings{Fields: routing.SrcIP | routing.DstIP, Buckets: 64}, []routing.Port{rp}, v4, nil,
+			func(p *routing.Plane) { plane = p })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.SetNeighbor(port.Name, netip.MustParseAddr("10.9.0.2"), [6]byte{0xb8, 0, 0, 0, 0, 2}); err != nil {
+			t.Fatal(err)
+		}
+		via := func(gw string) []routing.NextHop {
+			return []routing.NextHop{{Port: port.Name, Gateway: netip.MustParseAddr(gw), Weight: 1}}
+		}
+		if err := rt.AddRoutes([]routing.Route{
+			{Prefix: netip.MustParsePrefix("10.0.0.0/24"), Kind: routing.PathForward, Via: via("10.9.0.2")},
+			{Prefix: netip.MustParsePrefix("10.1.0.0/24"), Kind: routing.PathForward, Via: via("10.9.0.3")}, // no neighbour
+			{Prefix: netip.MustParsePrefix("10.2.0.0/24"), Kind: routing.PathDrop},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		s.Route = &RouteSpec{V4: v4, Plane: plane}
+		s.Workers[0].Rx = []RxSpec{{Port: uint16(port.ID)}}
+	})
+	w := p.Workers[0]
+	reasons := map[string]Reason{
+		"10.0.0.7": reasonNone, "10.1.0.7": DropNeighborUnresolved, "10.9.0.5": DropNeighborUnresolved,
+		"10.2.0.7": DropRouteDrop, "10.9.0.1": DropForUs, "10.3.0.7": DropNoRoute,
+	}
+	want := map[Reason]uint64{}
+	// Every kind in one burst, then a burst whose only packets that do
+	// not forward have a route (to an unresolved gateway).
+	for _, burst := range [][]string{
+		{"10.0.0.7", "10.1.0.7", "10.9.0.5", "10.2.0.7", "10.9.0.1", "10.3.0.7"},
+		{"10.0.0.7", "10.1.0.7"},
+	} {
+		for round := range 3 {
+			for _, dst := range burst {
+				s := roce.FrameSpec{TTL: 64, SrcIP: netip.MustParseAddr("10.8.0.1"), DstIP: netip.MustParseAddr(dst),
+					SrcPort: uint16(1000 + round), BTH: roce.BTHFields{Opcode: roce.OpRC | roce.OpAck, DestQP: 5}}
+				f, err := s.Append(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := set.Ports[0].Pool.Alloc()
+				if err := m.SetData(f); err != nil {
+					t.Fatal(err)
+				}
+				w.step.Txq[0].Push(m)
+				want[reasons[dst]]++
+			}
+		}
+		w.Poll() // sends them, the ring returns them, and they are routed in one burst
+		var sent uint64
+		for _, a := range p.RouteStats().Adj {
+			sent += a.Packets
+		}
+		if sent != want[reasonNone] {
+			t.Errorf("sent %d to next hops, want %d", sent, want[reasonNone])
+		}
+		drops := w.Stats().Drops
+		for r, n := range want {
+			if r != reasonNone && drops[r] != n {
+				t.Errorf("%s: %d drops, want %d", r, drops[r], n)
+			}
+		}
+		drainRing(w) // what was sent comes back: not routed again
+	}
+	closeRing(t, p, set)
+}
+
 // BenchmarkRoutedPoll is the routed path's cost per packet in io mode:
 // one net_ring port looping 32 RoCE frames to distinct hosts of a routed
 // subnet back to itself, each pass routed (header checks, FIB lookup,
