@@ -283,7 +283,7 @@ func BenchmarkRoutedPoll(b *testing.B) {
 	}
 }
 
-// TestIPv4Sum checks ipv4Sum, the routed path's header checksum test,
+// TestIPv4Sum checks ipv4SumOK, the routed path's header checksum test,
 // against the ones' complement sum of RFC 1071 over random headers,
 // with their checksum set right, left random, and with a bit flipped, and
 // over all-ones bytes (every fold carries).
@@ -314,23 +314,23 @@ func TestIPv4Sum(t *testing.T) {
 				s = s&0xffff + s>>16
 			}
 			binary.BigEndian.PutUint16(h[10:], ^uint16(s))
-			if ipv4Sum(h) != 0xffff {
+			if !ipv4SumOK(h) {
 				t.Fatalf("% x: right checksum refused", h)
 			}
 			b := r.IntN(160)
 			h[b/8] ^= 1 << (b % 8)
-			if ipv4Sum(h) == 0xffff {
+			if ipv4SumOK(h) {
 				t.Fatalf("% x: a flipped bit passes", h)
 			}
 		}
-		if got, want := ipv4Sum(h) == 0xffff, ref(h); got != want {
-			t.Fatalf("% x: ipv4Sum(h) == 0xffff is %v, want %v", h, got, want)
+		if got, want := ipv4SumOK(h), ref(h); got != want {
+			t.Fatalf("% x: ipv4SumOK(h) is %v, want %v", h, got, want)
 		}
 	}
 	for k := range h {
 		h[k] = 0xff
 	}
-	if ipv4Sum(h) != 0xffff || !ref(h) {
+	if !ipv4SumOK(h) || !ref(h) {
 		t.Fatal("all ones: the sum is 0xffff")
 	}
 }

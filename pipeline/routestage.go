@@ -226,7 +226,7 @@ func (w *Worker) routePass(b *burst) {
 			case et == etherIPv4 && f[14] == 0x45:
 				h := f[14:34]
 				if tl := int(binary.BigEndian.Uint16(h[2:])); tl >= 20 && tl <= len(f)-14 && h[16] < 224 &&
-					binary.BigEndian.Uint16(h[6:])&0x3fff == 0 && h[8] > 1 && (m.IPv4HeaderVerified() || ipv4Sum(h) == 0xffff) {
+					binary.BigEndian.Uint16(h[6:])&0x3fff == 0 && h[8] > 1 && (m.IPv4HeaderVerified() || ipv4SumOK(h)) {
 					rs.l3[j] = 14
 					rs.a4[n4], rs.j4[n4] = binary.BigEndian.Uint32(h[16:]), uint16(j)
 					n4++
@@ -347,7 +347,7 @@ func checkIPv4(f []byte, l3 int, verified bool) Reason {
 	if tl := int(binary.BigEndian.Uint16(h[2:])); tl < 20 || tl > len(f)-l3 {
 		return DropIPHeader
 	}
-	if !verified && ipv4Sum(h) != 0xffff {
+	if !verified && !ipv4SumOK(h) {
 		return DropIPChecksum
 	}
 	if h[8] <= 1 {
@@ -356,12 +356,12 @@ func checkIPv4(f []byte, l3 int, verified bool) Reason {
 	return reasonNone
 }
 
-// ipv4Sum is the ones' complement sum of a 20-byte header: 0xffff when
-// its checksum is right. The sum is taken over little-endian words and
-// turned around at the end (RFC 1071: the sum does not depend on byte
-// order), two 64-bit adds with carry and one 32-bit add in place of five
-// byte-swapped loads.
-func ipv4Sum(h []byte) uint16 {
+// ipv4SumOK reports whether a 20-byte header's checksum is right: the
+// ones' complement sum of its words is 0xffff. The sum is taken over
+// little-endian words (RFC 1071: it is then the byte-swapped sum, and
+// 0xffff is its own swap), two 64-bit adds with carry and one 32-bit add
+// in place of five byte-swapped loads; small enough to inline.
+func ipv4SumOK(h []byte) bool {
 	_ = h[19]
 	s, c := bits.Add64(binary.LittleEndian.Uint64(h), binary.LittleEndian.Uint64(h[8:]), 0)
 	s, c = bits.Add64(s, uint64(binary.LittleEndian.Uint32(h[16:])), c)
@@ -369,7 +369,7 @@ func ipv4Sum(h []byte) uint16 {
 	s = s&0xffffffff + s>>32
 	s = s&0xffff + s>>16
 	s = s&0xffff + s>>16
-	return bits.ReverseBytes16(uint16(s + s>>16))
+	return uint16(s+s>>16) == 0xffff
 }
 
 // resolvePass applies the FIB's values nh to the packets js of one
