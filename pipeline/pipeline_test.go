@@ -294,14 +294,22 @@ func primeRing(t testing.TB, p *Pipeline, set *ports.Set) *Worker {
 	t.Helper()
 	w := p.Workers[0]
 	for _, f := range testenv.Frames(32) {
-		m := set.Ports[0].Pool.Alloc()
-		if err := m.SetData(f); err != nil {
-			t.Fatal(err)
-		}
-		w.step.Txq[0].Push(m)
+		sendFrame(t, w, set, f)
 	}
 	w.Poll() // sends the primed packets; the ring returns them
 	return w
+}
+
+// sendFrame queues frame f on w's first tx queue (its net_ring port,
+// which the next Poll sends and receives back) and returns its mbuf.
+func sendFrame(t testing.TB, w *Worker, set *ports.Set, f []byte) *dpdk.Mbuf {
+	t.Helper()
+	m := set.Ports[0].Pool.Alloc()
+	if err := m.SetData(f); err != nil {
+		t.Fatal(err)
+	}
+	w.step.Txq[0].Push(m)
+	return m
 }
 
 // closeRing drains a primed ring so every mbuf returns to its pool, then

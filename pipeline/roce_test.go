@@ -204,11 +204,7 @@ func TestRoCECountsEachFrameOnce(t *testing.T) {
 				}
 			}
 			for _, f := range frames {
-				m := set.Ports[0].Pool.Alloc()
-				if err := m.SetData(f); err != nil {
-					t.Fatal(err)
-				}
-				w.step.Txq[0].Push(m)
+				sendFrame(t, w, set, f)
 			}
 			for range 100 {
 				w.Poll()

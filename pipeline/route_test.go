@@ -61,11 +61,7 @@ func primeRouted(t testing.TB, p *Pipeline, set *ports.Set) *Worker {
 				t.Fatal(err)
 			}
 		}
-		m := set.Ports[0].Pool.Alloc()
-		if err := m.SetData(f); err != nil {
-			t.Fatal(err)
-		}
-		w.step.Txq[0].Push(m)
+		sendFrame(t, w, set, f)
 	}
 	w.Poll()
 	return w
@@ -197,11 +193,7 @@ func TestUnroutedReasons(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m := set.Ports[0].Pool.Alloc()
-				if err := m.SetData(f); err != nil {
-					t.Fatal(err)
-				}
-				w.step.Txq[0].Push(m)
+				sendFrame(t, w, set, f)
 				want[reasons[dst]]++
 			}
 		}
@@ -220,6 +212,113 @@ func TestUnroutedReasons(t *testing.T) {
 			}
 		}
 		drainRing(w) // what was sent comes back: not routed again
+	}
+	closeRing(t, p, set)
+}
+
+// TestECMPMemberOfEachFlow routes RoCEv2 frames one at a time over a
+// 2-way ECMP default route (IPv4 and IPv6) hashed on every field, and
+// checks each goes to the member that the group's hash of the flow, built
+// from the frame's spec rather than read from its bytes, picks.
+func TestECMPMemberOfEachFlow(t *testing.T) {
+	cfg, set := openPorts(t, "io", "net_ring%d", "net_ring%d")
+	var plane *routing.Plane
+	v4 := fib.New(fib.Config{FirstBits: 16, Groups: 16}, fib.V4)
+	v6 := fib.New(fib.Config{FirstBits: 16, Groups: 256}, fib.V6)
+	p := newPipeline(t, cfg, set, func(s *Spec) {
+		var rp []routing.Port
+		for i, p := range set.Ports[:2] {
+			r := routing.Port{ID: uint16(p.ID), Name: p.Name, Addrs: []netip.Prefix{
+				netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 1}), 24),
+				netip.PrefixFrom(netip.AddrFrom16([16]byte{0xfd, 0, 0, byte(i), 15: 1}), 64)}}
+			copy(r.MAC[:], p.MAC)
+			rp = append(rp, r)
+		}
+		all := routing.SrcIP | routing.DstIP | routing.IPProto | routing.SrcPort | routing.DstPort | routing.FlowLabel | routing.DestQP
+		rt, err := routing.New(routing.Settings{Fields: all, Seed: 7, Buckets: 64}, rp, v4, v6, func(p *routing.Plane) { plane = p })
+		if err != nil {
+			t.Fatal(err)
+		}
+		var via4, via6 []routing.NextHop
+		for i, p := range rp {
+			gw4, gw6 := netip.AddrFrom4([4]byte{10, byte(i), 0, 2}), netip.AddrFrom16([16]byte{0xfd, 0, 0, byte(i), 15: 2})
+			for _, gw := range []netip.Addr{gw4, gw6} {
+				if err := rt.SetNeighbor(p.Name, gw, [6]byte{0xb8, 0, 0, 0, 0, byte(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			via4 = append(via4, routing.NextHop{Port: p.Name, Gateway: gw4, Weight: 1})
+			via6 = append(via6, routing.NextHop{Port: p.Name, Gateway: gw6, Weight: 1})
+		}
+		if err := rt.AddRoutes([]routing.Route{
+			{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Kind: routing.PathForward, Via: via4},
+			{Prefix: netip.MustParsePrefix("::/0"), Kind: routing.PathForward, Via: via6},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		s.Route = &RouteSpec{V4: v4, V6: v6, Plane: plane}
+		s.Workers[0].Rx = []RxSpec{{Port: uint16(set.Ports[0].ID)}, {Port: uint16(set.Ports[1].ID)}}
+	})
+	w := p.Workers[0]
+	drain := func() { // what was routed comes back on the rings: dropped, not routed again
+		for w.step.Run() != 0 {
+			for i := range w.rx {
+				for _, m := range w.step.Rx(i) {
+					w.step.Drop(m)
+				}
+			}
+		}
+		w.step.Flush()
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	members := map[uint32]int{}
+	for i := range 200 {
+		s := roce.FrameSpec{TTL: 64, SrcPort: uint16(49152 + r.IntN(16384)), FlowLabel: r.Uint32() & 0xfffff,
+			BTH: roce.BTHFields{Opcode: roce.OpRC | roce.OpSendOnly, DestQP: r.Uint32() & 0xffffff}}
+		k := routing.FlowKey{Proto: 17, SPort: uint32(s.SrcPort), DPort: 4791, QP: s.BTH.DestQP}
+		if s.IPv6 = i%2 == 1; s.IPv6 {
+			src, dst := [16]byte{0xfd, 0, 0, 9, 15: byte(i)}, [16]byte{0x20, 0x01, 0xd, 0xb8, 8: byte(r.Uint32()), 15: byte(r.Uint32())}
+			s.SrcIP, s.DstIP = netip.AddrFrom16(src), netip.AddrFrom16(dst)
+			k.S0, k.S1 = binary.BigEndian.Uint64(src[:8]), binary.BigEndian.Uint64(src[8:])
+			k.D0, k.D1 = binary.BigEndian.Uint64(dst[:8]), binary.BigEndian.Uint64(dst[8:])
+			k.FlowLabel = s.FlowLabel
+		} else {
+			src, dst := [4]byte{10, 9, 0, byte(i)}, [4]byte{20, byte(r.Uint32()), byte(r.Uint32()), byte(r.Uint32())}
+			s.SrcIP, s.DstIP = netip.AddrFrom4(src), netip.AddrFrom4(dst)
+			k.S1, k.D1 = uint64(binary.BigEndian.Uint32(src[:])), uint64(binary.BigEndian.Uint32(dst[:]))
+		}
+		f, err := s.Append(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nh, _ := v4.Lookup(s.DstIP)
+		if s.IPv6 {
+			nh, _ = v6.Lookup(s.DstIP)
+		}
+		path := plane.Paths[nh]
+		want := plane.Buckets[path.First+plane.Hash.Sum(&k)&path.Mask]
+		before := p.RouteStats().Adj
+		sendFrame(t, w, set, f)
+		w.Poll() // sends it, the ring returns it, and it is routed
+		after := p.RouteStats().Adj
+		for a := range after {
+			n := after[a].Packets
+			if a < len(before) {
+				n -= before[a].Packets
+			}
+			wantN := uint64(0)
+			if uint32(a) == want {
+				wantN = 1
+			}
+			if n != wantN {
+				t.Fatalf("frame %d (%v -> %v, sport %d, qp %#x): adjacency %d got %d, want the frame at adjacency %d", i, s.SrcIP, s.DstIP, s.SrcPort, k.QP, a, n, want)
+			}
+		}
+		members[want]++
+		drain()
+	}
+	if len(members) != 4 { // two members per family
+		t.Errorf("frames spread over adjacencies %v, want both members of each group", members)
 	}
 	closeRing(t, p, set)
 }
@@ -257,11 +356,7 @@ func BenchmarkRoutedPoll(b *testing.B) {
 			prime := func() {
 				drainRing(w)
 				for _, f := range frames {
-					m := set.Ports[0].Pool.Alloc()
-					if err := m.SetData(f); err != nil {
-						b.Fatal(err)
-					}
-					w.step.Txq[0].Push(m)
+					sendFrame(b, w, set, f)
 				}
 				w.Poll() // sends them; the ring returns them
 			}
@@ -375,14 +470,10 @@ func TestRoutedTakesThePortsChecksumVerdict(t *testing.T) {
 				l3 := 14 + 4*len(s.Tags)
 				f[l3+10] ^= 0x5a
 			}
-			m := set.Ports[0].Pool.Alloc()
-			if err := m.SetData(f); err != nil {
-				t.Fatal(err)
-			}
+			m := sendFrame(t, w, set, f)
 			if c.verdict != unknown {
-				m.SetIPv4Checksum(c.verdict == good)
+				m.SetIPv4Checksum(c.verdict == good) // before the Poll that sends it
 			}
-			w.step.Txq[0].Push(m)
 			w.Poll() // sends it, the ring returns it, and it is routed (or dropped)
 			st := p.RouteStats()
 			routed, dropped := st.Classes[RoutedForward] == 1, w.Stats().Drops[DropIPChecksum] == 1

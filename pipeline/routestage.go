@@ -445,30 +445,35 @@ func (w *Worker) flowHash(f []byte, l3 int, v4 bool) uint32 {
 	h := &w.rt.plane.Hash
 	if v4 {
 		ip := f[l3 : l3+20]
-		proto := ip[9]
 		var sp, dp uint16
 		var qp uint32
-		if binary.BigEndian.Uint16(ip[6:])&0x3fff == 0 && (proto == 17 || proto == 6) && len(f) >= l3+24 {
-			l4 := f[l3+20:]
-			sp, dp = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
-			if proto == 17 && dp == 4791 && len(l4) >= 8+8 {
-				qp = binary.BigEndian.Uint32(l4[8+4:]) & 0xffffff
-			}
+		if binary.BigEndian.Uint16(ip[6:])&0x3fff == 0 {
+			sp, dp, qp = l4Fields(f, l3+20, ip[9])
 		}
-		return h.Sum4(binary.BigEndian.Uint32(ip[12:]), binary.BigEndian.Uint32(ip[16:]), proto, sp, dp, qp)
+		return h.Sum4(binary.BigEndian.Uint32(ip[12:]), binary.BigEndian.Uint32(ip[16:]), ip[9], sp, dp, qp)
 	}
-	var k routing.FlowKey
-	k.S0, k.S1 = binary.BigEndian.Uint64(f[l3+8:]), binary.BigEndian.Uint64(f[l3+16:])
-	k.D0, k.D1 = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:])
-	k.Proto = uint32(f[l3+6])
-	k.FlowLabel = binary.BigEndian.Uint32(f[l3:]) & 0xfffff
-	if l4 := l3 + 40; (k.Proto == 17 || k.Proto == 6) && len(f) >= l4+4 {
-		k.SPort, k.DPort = uint32(binary.BigEndian.Uint16(f[l4:])), uint32(binary.BigEndian.Uint16(f[l4+2:]))
-		if k.Proto == 17 && k.DPort == 4791 && len(f) >= l4+8+8 {
-			k.QP = binary.BigEndian.Uint32(f[l4+8+4:]) & 0xffffff
-		}
+	k := routing.FlowKey{
+		S0: binary.BigEndian.Uint64(f[l3+8:]), S1: binary.BigEndian.Uint64(f[l3+16:]),
+		D0: binary.BigEndian.Uint64(f[l3+24:]), D1: binary.BigEndian.Uint64(f[l3+32:]),
+		Proto: uint32(f[l3+6]), FlowLabel: binary.BigEndian.Uint32(f[l3:]) & 0xfffff,
 	}
+	sp, dp, qp := l4Fields(f, l3+40, f[l3+6])
+	k.SPort, k.DPort, k.QP = uint32(sp), uint32(dp), qp
 	return h.Sum(&k)
+}
+
+// l4Fields reads the ports of the TCP or UDP header at f[l4:] and, for
+// RoCEv2 (UDP to 4791), the BTH destination QP; zeros for another
+// protocol or a header past the frame's end.
+func l4Fields(f []byte, l4 int, proto uint8) (sp, dp uint16, qp uint32) {
+	if proto != 17 && proto != 6 || len(f) < l4+4 {
+		return 0, 0, 0
+	}
+	sp, dp = binary.BigEndian.Uint16(f[l4:]), binary.BigEndian.Uint16(f[l4+2:])
+	if proto == 17 && dp == 4791 && len(f) >= l4+8+8 {
+		qp = binary.BigEndian.Uint32(f[l4+8+4:]) & 0xffffff
+	}
+	return sp, dp, qp
 }
 
 // egressByPort runs the egress stages on b: whole when every forwarded

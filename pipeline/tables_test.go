@@ -25,11 +25,7 @@ func TestUpdateWhileForwarding(t *testing.T) {
 	id := uint16(set.Ports[0].ID)
 	w := p.Workers[0]
 	for i := range 32 {
-		m := set.Ports[0].Pool.Alloc()
-		if err := m.SetData(testenv.QoSFrame(t, testenv.QPECT, uint32(i), 512)); err != nil {
-			t.Fatal(err)
-		}
-		w.step.Txq[0].Push(m)
+		sendFrame(t, w, set, testenv.QoSFrame(t, testenv.QPECT, uint32(i), 512))
 	}
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
