@@ -223,6 +223,9 @@ func (p *Port) RSS() (desc string, ok bool) {
 	if p.RSSHashes&dpdk.RSSUDP != 0 {
 		by = append(by, "udp")
 	}
+	if len(by) == 0 { // the device applied other hash types than asked
+		by = append(by, fmt.Sprintf("hash types %#x", p.RSSHashes))
+	}
 	return fmt.Sprintf("%s over %d rx queues", strings.Join(by, " "), p.Cfg.RxQueues), true
 }
 
