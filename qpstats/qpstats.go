@@ -21,8 +21,8 @@
 // Update counts each packet into its slot. A bucket is one cache line of
 // eight signatures and coarse last-seen times, so a lookup, an insertion
 // and the choice of a victim read one line, never the slots themselves.
-// What packets update sits in a slot's two adjacent lines; what only NAKs
-// and insertions touch is kept apart. A port with a handful of busy QPs
+// What packets update sits in one cache line, the slot; what only NAKs,
+// CE marks and insertions touch is kept apart. A port with a handful of busy QPs
 // pays for none of this: a memo of the flows found last lets Add count a
 // packet of one of them at once, in its slot still in the cache. The
 // memory can come
