@@ -648,18 +648,33 @@ func (t *Table) count(i uint32, ce bool, r *roce.Result, frameLen int) {
 	// PSN continuity. ACKs are cumulative and CNPs carry no PSN: their
 	// class does not track it, and the state stays as it is. For the
 	// others, the first PSN, the next in order, and after a READ any PSN
-	// ahead all move the expectation to psn+1; only a gap or a PSN behind
-	// takes trackPSN.
+	// ahead all move the expectation to psn+1. A PSN behind (a
+	// retransmission) is counted out of order without a branch either,
+	// and leaves the expectation where it is: a go-back-N stream, or a
+	// replayed capture, is all PSNs behind, in the same mix of classes.
+	// Only a gap, rare in either, takes trackPSN.
 	pc := classPSN[class]
+	tracked := pc & psnTracked
 	st := s.psn
 	d := (r.PSN - st) & psnMask
-	usual := st>>31 ^ 1 | b2u(d == 0) | b2u(d < 1<<23)&(st>>30)
-	if pc&^usual&psnTracked != 0 {
+	known := st >> 31
+	gap := known & b2u(d != 0 && d < 1<<23) &^ (st >> 30)
+	if gap&tracked != 0 {
 		t.trackPSN(s, i, r.PSN, pc&psnAfterRead != 0)
 		return
 	}
+	behind := known & b2u(d >= 1<<23) & tracked
+	if o := s.ooo + behind; o >= s.ooo {
+		s.ooo = o
+	} else { // the low word carries
+		s.ooo = o
+		t.cold[i].oooHigh++
+	}
+	t.psn.OutOfOrder += uint64(behind)
 	next := (r.PSN+1)&psnMask | psnKnown | pc&psnAfterRead
-	s.psn = st ^ (st^next)&-(pc&psnTracked)
+	stay := st&^psnAfterRead | pc&psnAfterRead
+	next ^= (next ^ stay) & -behind
+	s.psn = st ^ (st^next)&-tracked
 }
 
 // classPSN says, per opcode class, whether its packets carry a PSN to
