@@ -78,7 +78,7 @@ func (b *burst) take(j int) {
 // is counted under its drop reason, or is left to the stage that took it.
 // A burst in which every packet is forwarded is queued in one copy.
 func (w *Worker) dispose(b *burst) {
-	if len(w.taps) != 0 {
+	if tapBuilt && len(w.taps) != 0 {
 		w.tapOut(b, true, true)
 	}
 	txq := &w.step.Txq[b.tx]

@@ -490,7 +490,7 @@ func (w *Worker) egressByPort(b *burst) {
 	}
 	// Drops are counted (and taken packets left) here; the forwarded go
 	// out per port below.
-	if len(w.taps) != 0 {
+	if tapBuilt && len(w.taps) != 0 {
 		w.tapOut(b, false, true)
 	}
 	seen := rs.seenTx[:0]

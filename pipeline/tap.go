@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"unsafe"
@@ -409,6 +410,9 @@ func (t *Tap) Spec() TapSpec { return t.spec }
 
 // ArmTap starts a tap on every worker.
 func (p *Pipeline) ArmTap(spec TapSpec) (*Tap, error) {
+	if !tapBuilt {
+		return nil, errors.New("this roce-fwd is built without packet taps (-tags notap): no trace or capture")
+	}
 	if spec.Snaplen < 1 || spec.Snaplen > 65535 {
 		return nil, fmt.Errorf("snaplen %d: want 1..65535", spec.Snaplen)
 	}

@@ -144,7 +144,7 @@ func (w *Worker) Poll() int {
 // handle takes a burst through the stages of the worker's mode, each a
 // pass over the whole burst, and disposes of it.
 func (w *Worker) handle(b *burst) {
-	if len(w.taps) != 0 && w.mode != ModeRoCE {
+	if tapBuilt && len(w.taps) != 0 && w.mode != ModeRoCE {
 		w.tapRx(b) // as received: before a stage changes a byte
 	}
 	if w.rt != nil && w.rt.fromKernel[b.src] >= 0 {
@@ -165,7 +165,7 @@ func (w *Worker) handle(b *burst) {
 	case ModeRoCE:
 		w.classifyPass(b) // rocestage.go: classify, count, stage QP lookups
 		w.qpPass(b)       // the per-QP table
-		if len(w.taps) != 0 {
+		if tapBuilt && len(w.taps) != 0 {
 			w.tapRx(b) // neither pass changes a byte; a filter reads their results
 		}
 	}

@@ -39,7 +39,9 @@
 #            (pcapng with verdicts, to a file in /dev/shm: this host's disk
 #            takes ~450 MB/s) vs roce without; and roce dropping every other
 #            packet (an impairment rule) with a capture of the drops vs
-#            without; the packets written per second are printed beside it
+#            without; the packets written per second are printed beside it;
+#            and roce with nothing traced or captured vs the same roce-fwd
+#            built with -tags notap (the taps' per-burst checks compiled out)
 #
 # Environment:
 #   BENCH_ONLY       row groups to run, space-separated (default: all)
@@ -374,7 +376,7 @@ group_runs() {
 	route6) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@10k l3:fib@10k rf:io:route=10k l3:lpm@hosts l3:fib@hosts rf:io:route=hosts" ;;
 	impair) echo "rf:roce rfx:roce rf:roce:impair16" ;;
 	punt) echo "rf:roce:route=1k:kernel rf:roce:route=1k:kernel:punt" ;;
-	capture) echo "rf:roce rf:roce:capture rf:roce:drop2 rf:roce:drop2-capture" ;;
+	capture) echo "rf:roce rfy:roce rf:roce:capture rf:roce:drop2 rf:roce:drop2-capture" ;;
 	esac
 }
 
@@ -411,6 +413,7 @@ route6|control 8k QPs v6, 1k routes + a /128 per host|io routed|rf:io:route=host
 impair|control 8k QPs v4|roce, no impairment rule|rf:roce|same, impair stage compiled out|rfx:roce|>= 0.99
 impair|control 8k QPs v4|roce + 16 impairment rules|rf:roce:impair16|roce, no impairment rule|rf:roce|>= 0.80
 capture|control 8k QPs v4|roce, capturing all rx to pcapng|rf:roce:capture|roce, no capture|rf:roce|>= 0.90
+capture|control 8k QPs v4|roce, no trace or capture|rf:roce|same, taps compiled out|rfy:roce|>= 0.99
 capture|control 8k QPs v4, every 2nd dropped|roce, capturing the drops|rf:roce:drop2-capture|roce, no capture|rf:roce:drop2|>= 1.00
 punt|control 8k QPs v4, 1k routes, 1 in 50 to the box|roce routed, punting to the kernel|rf:roce:route=1k:kernel:punt|same, nothing to punt|rf:roce:route=1k:kernel|>= 0.95
 ROWS
@@ -553,6 +556,13 @@ measure() {
 		run_rocefwd "$g" "${k#rfx:}" "$log"
 		bin=$measured
 		;;
+	rfy:*)
+		# The same roce-fwd with the trace and capture taps compiled out.
+		local measured=$bin
+		bin=$work/roce-fwd-notap
+		run_rocefwd "$g" "${k#rfy:}" "$log"
+		bin=$measured
+		;;
 	l3:*) run_l3fwd "$g" "${k#l3:}" "$log" ;;
 	esac
 	if [ -z "$rate" ] || [ "$rate" = 0 ]; then die "$g $k printed no rate; see $log"; fi
@@ -573,6 +583,11 @@ for g in "${groups[@]}"; do
 			loud "NOTE: the impair rows are skipped: $(head -n 3 "$work/build-noimpair.log" 2>/dev/null)"
 			continue
 		fi
+	fi
+	if [ "$g" = capture ] &&
+		! (cd "$here/.." && ${GO:-go} build -tags notap -o "$work/roce-fwd-notap" ./cmd/roce-fwd) >"$work/build-notap.log" 2>&1; then
+		loud "NOTE: the capture rows are skipped: $(head -n 3 "$work/build-notap.log" 2>/dev/null)"
+		continue
 	fi
 	if [ "$g" = punt ]; then
 		# Frames for the box (src's address) and TAPs, which need root.
