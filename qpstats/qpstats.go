@@ -227,12 +227,15 @@ const SlotBytes = int(unsafe.Sizeof(bucket{}))/ways + int(unsafe.Sizeof(slot{}))
 // slotAlign keeps each slot in one cache line.
 const slotAlign = 64
 
-// A bucket and a slot are one cache line each: the build fails otherwise.
+// A bucket and a slot are one cache line each, and a cold part three
+// (Find prefetches them by line): the build fails otherwise.
 var (
 	_ [unsafe.Sizeof(bucket{}) - 64]byte
 	_ [64 - unsafe.Sizeof(bucket{})]byte
 	_ [unsafe.Sizeof(slot{}) - slotAlign]byte
 	_ [slotAlign - unsafe.Sizeof(slot{})]byte
+	_ [unsafe.Sizeof(cold{}) - 3*64]byte
+	_ [3*64 - unsafe.Sizeof(cold{})]byte
 )
 
 // Table is one worker's QP table. Only its worker calls Begin, Add, Find,
@@ -312,7 +315,7 @@ type Batch struct {
 	nb      int       // bucket addresses in buckets
 	loaded  int       // of which Prefetch has had the CPU load this many
 	buckets []uintptr // the items' first buckets, to prefetch
-	slots   []uintptr // the items' slot lines: one each, two for a new flow
+	slots   []uintptr // the items' slot lines: one each, four for a new flow
 }
 
 // item is one packet's lookup: its key, the key's two buckets and
@@ -333,7 +336,7 @@ type item struct {
 
 // NewBatch makes a batch for up to n packets.
 func NewBatch(n int) *Batch {
-	return &Batch{items: make([]item, n), buckets: make([]uintptr, n), slots: make([]uintptr, 2*n)}
+	return &Batch{items: make([]item, n), buckets: make([]uintptr, n), slots: make([]uintptr, 4*n)}
 }
 
 // Len is the number of packets staged since the last Reset.
@@ -500,7 +503,7 @@ func (t *Table) Find(b *Batch, now int64) {
 		bk.age[w&(ways-1)] = age
 		it.slot = it.bkt*ways + uint32(w)
 	}
-	slots := b.slots[:2*n]
+	slots := b.slots[:4*n]
 	ns := 0
 	for i := range items {
 		it := &items[i]
@@ -510,8 +513,13 @@ func (t *Table) Find(b *Batch, now int64) {
 		slots[ns] = uintptr(unsafe.Pointer(&t.slots[it.slot]))
 		ns++
 		if it.fresh || it.ce { // Update writes its cold part too
-			slots[ns] = uintptr(unsafe.Pointer(&t.cold[it.slot]))
+			c := uintptr(unsafe.Pointer(&t.cold[it.slot]))
+			slots[ns] = c
 			ns++
+			if it.fresh { // all of it: fill clears it
+				slots[ns], slots[ns+1] = c+64, c+128
+				ns += 2
+			}
 		}
 	}
 	prefetch.Lines(slots[:ns])
