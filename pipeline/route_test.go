@@ -253,6 +253,7 @@ func TestECMPMemberOfEachFlow(t *testing.T) {
 		if err := rt.AddRoutes([]routing.Route{
 			{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Kind: routing.PathForward, Via: via4},
 			{Prefix: netip.MustParsePrefix("::/0"), Kind: routing.PathForward, Via: via6},
+			{Prefix: netip.MustParsePrefix("30.0.0.0/8"), Kind: routing.PathForward, Via: via4[1:]},
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -270,20 +271,22 @@ func TestECMPMemberOfEachFlow(t *testing.T) {
 		}
 		w.step.Flush()
 	}
+	// frame makes the i-th test frame, to dst's subnet (20/8, 2001:db8::/32
+	// or the single next hop's 30/8), and says which adjacency the group's
+	// hash of its flow picks.
 	r := rand.New(rand.NewPCG(5, 5))
-	members := map[uint32]int{}
-	for i := range 200 {
+	frame := func(i int, six bool, dst byte) ([]byte, routing.FlowKey, uint32, roce.FrameSpec) {
 		s := roce.FrameSpec{TTL: 64, SrcPort: uint16(49152 + r.IntN(16384)), FlowLabel: r.Uint32() & 0xfffff,
 			BTH: roce.BTHFields{Opcode: roce.OpRC | roce.OpSendOnly, DestQP: r.Uint32() & 0xffffff}}
 		k := routing.FlowKey{Proto: 17, SPort: uint32(s.SrcPort), DPort: 4791, QP: s.BTH.DestQP}
-		if s.IPv6 = i%2 == 1; s.IPv6 {
+		if s.IPv6 = six; s.IPv6 {
 			src, dst := [16]byte{0xfd, 0, 0, 9, 15: byte(i)}, [16]byte{0x20, 0x01, 0xd, 0xb8, 8: byte(r.Uint32()), 15: byte(r.Uint32())}
 			s.SrcIP, s.DstIP = netip.AddrFrom16(src), netip.AddrFrom16(dst)
 			k.S0, k.S1 = binary.BigEndian.Uint64(src[:8]), binary.BigEndian.Uint64(src[8:])
 			k.D0, k.D1 = binary.BigEndian.Uint64(dst[:8]), binary.BigEndian.Uint64(dst[8:])
 			k.FlowLabel = s.FlowLabel
 		} else {
-			src, dst := [4]byte{10, 9, 0, byte(i)}, [4]byte{20, byte(r.Uint32()), byte(r.Uint32()), byte(r.Uint32())}
+			src, dst := [4]byte{10, 9, 0, byte(i)}, [4]byte{dst, byte(r.Uint32()), byte(r.Uint32()), byte(r.Uint32())}
 			s.SrcIP, s.DstIP = netip.AddrFrom4(src), netip.AddrFrom4(dst)
 			k.S1, k.D1 = uint64(binary.BigEndian.Uint32(src[:])), uint64(binary.BigEndian.Uint32(dst[:]))
 		}
@@ -296,15 +299,30 @@ func TestECMPMemberOfEachFlow(t *testing.T) {
 			nh, _ = v6.Lookup(s.DstIP)
 		}
 		path := plane.Paths[nh]
-		want := plane.Buckets[path.First+plane.Hash.Sum(&k)&path.Mask]
-		before := p.RouteStats().Adj
+		if path.Kind != routing.PathECMP {
+			return f, k, path.Adj, s
+		}
+		return f, k, plane.Buckets[path.First+plane.Hash.Sum(&k)&path.Mask], s
+	}
+	sent := func() []uint64 { // packets per adjacency so far
+		var n []uint64
+		for _, a := range p.RouteStats().Adj {
+			n = append(n, a.Packets)
+		}
+		return n
+	}
+	// One frame a poll: each lands at its own flow's member.
+	members := map[uint32]int{}
+	for i := range 200 {
+		f, k, want, s := frame(i, i%2 == 1, 20)
+		before := sent()
 		sendFrame(t, w, set, f)
 		w.Poll() // sends it, the ring returns it, and it is routed
-		after := p.RouteStats().Adj
+		after := sent()
 		for a := range after {
-			n := after[a].Packets
+			n := after[a]
 			if a < len(before) {
-				n -= before[a].Packets
+				n -= before[a]
 			}
 			wantN := uint64(0)
 			if uint32(a) == want {
@@ -315,6 +333,36 @@ func TestECMPMemberOfEachFlow(t *testing.T) {
 			}
 		}
 		members[want]++
+		drain()
+	}
+	// Bursts of both families' ECMP frames with frames to the single next
+	// hop among them: each still lands at its own flow's member.
+	for round := range 20 {
+		before := sent()
+		want := make([]uint64, len(before))
+		for i := range 24 {
+			dst := byte(20)
+			if i%3 == 2 {
+				dst = 30
+			}
+			f, _, a, _ := frame(i, i%3 == 1, dst)
+			for int(a) >= len(want) {
+				want = append(want, 0)
+			}
+			want[a]++
+			sendFrame(t, w, set, f)
+		}
+		w.Poll()
+		after := sent()
+		for a := range after {
+			n := after[a]
+			if a < len(before) {
+				n -= before[a]
+			}
+			if a < len(want) && n != want[a] || a >= len(want) && n != 0 {
+				t.Fatalf("burst %d: adjacency %d got %d frames, want %v (before %v after %v)", round, a, n, want, before, after)
+			}
+		}
 		drain()
 	}
 	if len(members) != 4 { // two members per family

@@ -76,8 +76,10 @@ type routeStage struct {
 	hi, lo  []uint64
 	nh6     []uint32
 	j6      []uint16
-	egress  []uint16 // per packet: tx index
-	sub     burst    // one egress port's share of a split burst
+	egress  []uint16          // per packet: tx index
+	keys    []routing.FlowKey // the ECMP-routed packets' flows, in order,
+	sums    []uint32          // and their hashes
+	sub     burst             // one egress port's share of a split burst
 	subPkts []*dpdk.Mbuf
 	seenTx  []uint16
 	// The exception path, per rx source: the tx index of the TAP its
@@ -104,7 +106,7 @@ func newRouteStage(spec *RouteSpec, n int, txOf []int16, rx []rxSource, workers 
 	rs := &routeStage{v4: spec.V4, v6: spec.V6, txOf: txOf,
 		l3: make([]uint16, n), a4: make([]uint32, n), nh4: make([]uint32, n), j4: make([]uint16, n),
 		hi: make([]uint64, n), lo: make([]uint64, n), nh6: make([]uint32, n), j6: make([]uint16, n),
-		egress: make([]uint16, n), sub: newBurst(n), subPkts: make([]*dpdk.Mbuf, n), seenTx: make([]uint16, 0, len(txOf))}
+		egress: make([]uint16, n), keys: make([]routing.FlowKey, n), sums: make([]uint32, n), sub: newBurst(n), subPkts: make([]*dpdk.Mbuf, n), seenTx: make([]uint16, 0, len(txOf))}
 	rs.sub.pkts = nil
 	tx := func(port uint16) int16 {
 		if int(port) < len(txOf) {
@@ -379,6 +381,7 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 	rs := w.rt
 	pl := rs.plane
 	paths, adjs, adjTx := pl.Paths, pl.Adjs, rs.adjTx
+	sums := w.ecmpHashes(b, js, nh, v4)
 	var single, ecmp uint64
 	for k, v := range nh[:len(js)] {
 		j := int(js[k])
@@ -394,7 +397,7 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 			adj = p.Adj
 			single++
 		case routing.PathECMP:
-			adj = pl.Buckets[p.First+w.flowHash(f, l3, v4)&p.Mask]
+			adj = pl.Buckets[p.First+sums[ecmp]&p.Mask]
 			ecmp++
 		default:
 			w.punt(b, j, pathDrop[p.Kind&7])
@@ -437,29 +440,50 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 var pathDrop = [8]Reason{routing.PathNone: DropNoRoute, routing.PathForward: DropNoRoute, routing.PathECMP: DropNoRoute, routing.PathDrop: DropRouteDrop, routing.PathLocal: DropForUs,
 	routing.PathGlean: DropNeighborUnresolved, 6: DropNoRoute, 7: DropNoRoute}
 
-// flowHash is the ECMP hash of a packet: addresses, protocol, ports (not
-// of a fragment: only the first carries them), flow label and the BTH
-// destination QP of a RoCEv2 packet. An IPv4 packet's fields go to the
-// hash in registers (Hasher.Sum4).
-func (w *Worker) flowHash(f []byte, l3 int, v4 bool) uint32 {
-	h := &w.rt.plane.Hash
+// ecmpHashes hashes the flows of the packets js that the FIB's values nh
+// send to an ECMP group, in their order: every flow's fields first, then
+// the hash of all of them in one loop (Hasher.SumAll), not a call per
+// packet.
+func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint32 {
+	rs := w.rt
+	paths := rs.plane.Paths
+	n := 0
+	for k, v := range nh[:len(js)] {
+		if int(v) < len(paths) && paths[v].Kind == routing.PathECMP {
+			j := int(js[k])
+			ecmpKey(&rs.keys[n], b.frame[j], int(rs.l3[j]), v4)
+			n++
+		}
+	}
+	rs.plane.Hash.SumAll(rs.keys[:n], rs.sums[:n])
+	return rs.sums[:n]
+}
+
+// ecmpKey sets k to what the ECMP hash reads of the packet f with its IP
+// header at l3: addresses, protocol, ports (not of an IPv4 fragment: only
+// the first carries them), flow label and the BTH destination QP of a
+// RoCEv2 packet.
+func ecmpKey(k *routing.FlowKey, f []byte, l3 int, v4 bool) {
+	var proto uint8
+	l4 := l3 + 40
 	if v4 {
 		ip := f[l3 : l3+20]
-		var sp, dp uint16
-		var qp uint32
-		if binary.BigEndian.Uint16(ip[6:])&0x3fff == 0 {
-			sp, dp, qp = l4Fields(f, l3+20, ip[9])
+		proto = ip[9]
+		*k = routing.FlowKey{S1: uint64(binary.BigEndian.Uint32(ip[12:])), D1: uint64(binary.BigEndian.Uint32(ip[16:])), Proto: uint32(proto)}
+		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
+			return
 		}
-		return h.Sum4(binary.BigEndian.Uint32(ip[12:]), binary.BigEndian.Uint32(ip[16:]), ip[9], sp, dp, qp)
+		l4 = l3 + 20
+	} else {
+		proto = f[l3+6]
+		*k = routing.FlowKey{
+			S0: binary.BigEndian.Uint64(f[l3+8:]), S1: binary.BigEndian.Uint64(f[l3+16:]),
+			D0: binary.BigEndian.Uint64(f[l3+24:]), D1: binary.BigEndian.Uint64(f[l3+32:]),
+			Proto: uint32(proto), FlowLabel: binary.BigEndian.Uint32(f[l3:]) & 0xfffff,
+		}
 	}
-	k := routing.FlowKey{
-		S0: binary.BigEndian.Uint64(f[l3+8:]), S1: binary.BigEndian.Uint64(f[l3+16:]),
-		D0: binary.BigEndian.Uint64(f[l3+24:]), D1: binary.BigEndian.Uint64(f[l3+32:]),
-		Proto: uint32(f[l3+6]), FlowLabel: binary.BigEndian.Uint32(f[l3:]) & 0xfffff,
-	}
-	sp, dp, qp := l4Fields(f, l3+40, f[l3+6])
+	sp, dp, qp := l4Fields(f, l4, proto)
 	k.SPort, k.DPort, k.QP = uint32(sp), uint32(dp), qp
-	return h.Sum(&k)
 }
 
 // l4Fields reads the ports of the TCP or UDP header at f[l4:] and, for

@@ -1,6 +1,9 @@
 package routing
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+)
 
 // Field is one packet field an ECMP hash may cover.
 type Field uint8
@@ -74,31 +77,35 @@ func NewHasher(fields Field, seed uint32, symmetric bool) Hasher {
 // changes the word), then murmur3's finaliser, which carries every input
 // bit into the high half. Two multiplies per packet.
 func (h *Hasher) Sum(k *FlowKey) uint32 {
-	return h.sum(k.S0, k.S1, k.D0, k.D1, uint64(k.Proto), uint64(k.SPort), uint64(k.DPort), uint64(k.FlowLabel), uint64(k.QP))
+	var out [1]uint32
+	h.SumAll(unsafe.Slice(k, 1), out[:])
+	return out[0]
 }
 
-// Sum4 is Sum of an IPv4 flow, the routed path's common case, with the
-// fields in registers rather than a FlowKey in memory: the same value as
-// Sum of the FlowKey with S1, D1, Proto, SPort, DPort and QP set.
-func (h *Hasher) Sum4(src, dst uint32, proto uint8, sport, dport uint16, qp uint32) uint32 {
-	return h.sum(0, uint64(src), 0, uint64(dst), uint64(proto), uint64(sport), uint64(dport), 0, uint64(qp))
-}
-
-func (h *Hasher) sum(s0, s1, d0, d1, proto, sp, dp, label, qp uint64) uint32 {
-	s0, s1, d0, d1 = s0&h.src, s1&h.src, d0&h.dst, d1&h.dst
-	sp, dp = sp&h.sport, dp&h.dport
-	if h.sym {
-		// Order-free: the same value whichever end is the source.
-		s0, s1, d0, d1 = s0^d0, s1^d1, s0&d0, s1&d1
-		sp, dp = sp^dp, sp&dp
+// SumAll is Sum of each key into out, for the data path's burst: one
+// loop with the hasher's fields in registers, and no call per packet
+// (the hash is too large for the compiler to inline).
+func (h *Hasher) SumAll(keys []FlowKey, out []uint32) {
+	src, dst, sport, dport := h.src, h.dst, h.sport, h.dport
+	proto, label, qp, seed, sym := h.proto, h.label, h.qp, h.seed, h.sym
+	out = out[:len(keys)]
+	for i := range keys {
+		k := &keys[i]
+		s0, s1, d0, d1 := k.S0&src, k.S1&src, k.D0&dst, k.D1&dst
+		sp, dp := uint64(k.SPort)&sport, uint64(k.DPort)&dport
+		if sym {
+			// Order-free: the same value whichever end is the source.
+			s0, s1, d0, d1 = s0^d0, s1^d1, s0&d0, s1&d1
+			sp, dp = sp^dp, sp&dp
+		}
+		x := seed ^ s0 ^ bits.RotateLeft64(s1, 11) ^ bits.RotateLeft64(d0, 23) ^ bits.RotateLeft64(d1, 43) ^
+			(uint64(k.Proto)&proto | sp<<8 | dp<<24 | (uint64(k.FlowLabel)&label)<<40) ^
+			bits.RotateLeft64(uint64(k.QP)&qp, 31)
+		x ^= x >> 33
+		x *= 0xff51afd7ed558ccd
+		x ^= x >> 33
+		x *= 0xc4ceb9fe1a85ec53
+		x ^= x >> 33
+		out[i] = uint32(x >> 32)
 	}
-	x := h.seed ^ s0 ^ bits.RotateLeft64(s1, 11) ^ bits.RotateLeft64(d0, 23) ^ bits.RotateLeft64(d1, 43) ^
-		(proto&h.proto | sp<<8 | dp<<24 | (label&h.label)<<40) ^
-		bits.RotateLeft64(qp&h.qp, 31)
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return uint32(x >> 32)
 }
