@@ -381,7 +381,10 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 	rs := w.rt
 	pl := rs.plane
 	paths, adjs, adjTx := pl.Paths, pl.Adjs, rs.adjTx
-	sums := w.ecmpHashes(b, js, nh, v4)
+	var sums []uint32
+	if len(pl.Buckets) != 0 { // the plane has ECMP groups
+		sums = w.ecmpHashes(b, js, nh, v4)
+	}
 	var single, ecmp uint64
 	for k, v := range nh[:len(js)] {
 		j := int(js[k])

@@ -65,7 +65,7 @@ type Adj struct {
 type Plane struct {
 	Paths   []Path
 	Adjs    []Adj
-	Buckets []uint32
+	Buckets []uint32 // the ECMP groups' tables, one after another: none without a group
 	Hash    Hasher
 }
 
