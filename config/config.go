@@ -135,7 +135,7 @@ type RoCE struct {
 	VerifyICRC bool   `toml:"verify_icrc"` // check every RoCEv2 frame's ICRC (costs a CRC-32 per frame)
 	BadICRC    string `toml:"bad_icrc"`    // "drop" (default, as a NIC would) or "forward"
 	Malformed  string `toml:"malformed"`   // "forward" (default) or "drop"
-	QPTable    int    `toml:"qp_table"`    // per-QP table slots per worker lcore (qpstats.SlotBytes, 264, each, hugepage memory); 0 turns it off
+	QPTable    int    `toml:"qp_table"`    // per-QP table slots per worker lcore (264 bytes each, qpstats.SlotBytes, in hugepage memory); 0 turns it off
 	QPMaxAge   string `toml:"qp_max_age"`  // idle time after which a QP entry may be reused; "0s" never
 }
 
