@@ -660,26 +660,26 @@ func (t *Table) count(i uint32, ce bool, r *roce.Result, frameLen int) {
 	// retransmission) is counted out of order without a branch either,
 	// and leaves the expectation where it is: a go-back-N stream, or a
 	// replayed capture, is all PSNs behind, in the same mix of classes.
-	// Only a gap, rare in either, takes trackPSN.
+	// Only a gap, rare in either, takes a branch (psnGap).
 	pc := classPSN[class]
 	tracked := pc & psnTracked
 	st := s.psn
 	d := (r.PSN - st) & psnMask
 	known := st >> 31
 	gap := known & b2u(d != 0 && d < 1<<23) &^ (st >> 30)
+	next := (r.PSN+1)&psnMask | psnKnown | pc&psnAfterRead
 	if gap&tracked != 0 {
-		t.trackPSN(s, i, r.PSN, pc&psnAfterRead != 0)
+		t.psnGap(i, d)
+		s.psn = next
 		return
 	}
 	behind := known & b2u(d >= 1<<23) & tracked
-	if o := s.ooo + behind; o >= s.ooo {
-		s.ooo = o
-	} else { // the low word carries
-		s.ooo = o
+	o := s.ooo + behind
+	if o < s.ooo { // the low word carries
 		t.cold[i].oooHigh++
 	}
+	s.ooo = o
 	t.psn.OutOfOrder += uint64(behind)
-	next := (r.PSN+1)&psnMask | psnKnown | pc&psnAfterRead
 	stay := st&^psnAfterRead | pc&psnAfterRead
 	next ^= (next ^ stay) & -behind
 	s.psn = st ^ (st^next)&-tracked
@@ -747,34 +747,14 @@ func (t *Table) resolve(it *item, k words, qp uint32, now int64) uint32 {
 	return i
 }
 
-func (t *Table) trackPSN(s *slot, i uint32, psn uint32, isRead bool) {
-	read := uint32(0)
-	if isRead {
-		read = psnAfterRead
-	}
-	if st := s.psn; st&psnKnown != 0 {
-		// 24-bit serial arithmetic: differences in the upper half are "behind".
-		d := (psn - st) & psnMask
-		switch {
-		case d == 0:
-		case d < 1<<23:
-			if st&psnAfterRead == 0 {
-				c := &t.cold[i]
-				c.gaps++
-				c.gapPSNs += uint64(d)
-				t.psn.Gaps++
-				t.psn.GapPSNs += uint64(d)
-			}
-		default:
-			if s.ooo++; s.ooo == 0 {
-				t.cold[i].oooHigh++
-			}
-			t.psn.OutOfOrder++
-			s.psn = st&^psnAfterRead | read // do not move expectations back
-			return
-		}
-	}
-	s.psn = (psn+1)&psnMask | psnKnown | read
+// psnGap counts a PSN d ahead of slot i's expectation: packets lost, or
+// reordered, on the way.
+func (t *Table) psnGap(i uint32, d uint32) {
+	c := &t.cold[i]
+	c.gaps++
+	c.gapPSNs += uint64(d)
+	t.psn.Gaps++
+	t.psn.GapPSNs += uint64(d)
 }
 
 // Observe counts one classified RoCE frame of frameLen bytes seen at now
