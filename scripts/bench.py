@@ -507,7 +507,7 @@ def cmd_table(results, rows, tsc_hz):
         if not runs:
             return None
         v = statistics.median(x[0] for x in runs.values())
-        if key.startswith(("rf:", "rfx:", "rfy:")):
+        if key.startswith("rf"):  # rf:MODE, or rf-TAG:MODE of a build with -tags TAG
             cpp = statistics.median(x[1] for x in runs.values())
         else:
             per = [tsc / (x[0] * 1e6) for x in runs.values() if x[0] > 0]

@@ -374,9 +374,9 @@ group_runs() {
 	mtu1024) echo "tp:5tswap rf:roce" ;;
 	route) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@100k l3:fib@100k rf:io:route=100k rf:roce:route=100k:ecmp" ;;
 	route6) echo "l3:lpm@1k l3:fib@1k rf:io:route=1k rf:roce:route=1k:ecmp l3:lpm@10k l3:fib@10k rf:io:route=10k l3:lpm@hosts l3:fib@hosts rf:io:route=hosts" ;;
-	impair) echo "rf:roce rfx:roce rf:roce:impair16" ;;
+	impair) echo "rf:roce rf-noimpair:roce rf:roce:impair16" ;;
 	punt) echo "rf:roce:route=1k:kernel rf:roce:route=1k:kernel:punt" ;;
-	capture) echo "rf:roce rfy:roce rf:roce:capture rf:roce:drop2 rf:roce:drop2-capture" ;;
+	capture) echo "rf:roce rf-notap:roce rf:roce:capture rf:roce:drop2 rf:roce:drop2-capture" ;;
 	esac
 }
 
@@ -410,10 +410,10 @@ route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd LPM v6|l3:l
 route6|control 8k QPs v6, 10k routes|io routed|rf:io:route=10k|l3fwd FIB v6|l3:fib@10k|reference
 route6|control 8k QPs v6, 1k routes + a /128 per host|io routed|rf:io:route=hosts|l3fwd LPM v6|l3:lpm@hosts|>= 1.00
 route6|control 8k QPs v6, 1k routes + a /128 per host|io routed|rf:io:route=hosts|l3fwd FIB v6|l3:fib@hosts|reference
-impair|control 8k QPs v4|roce, no impairment rule|rf:roce|same, impair stage compiled out|rfx:roce|>= 0.99
+impair|control 8k QPs v4|roce, no impairment rule|rf:roce|same, impair stage compiled out|rf-noimpair:roce|>= 0.99
 impair|control 8k QPs v4|roce + 16 impairment rules|rf:roce:impair16|roce, no impairment rule|rf:roce|>= 0.80
 capture|control 8k QPs v4|roce, capturing all rx to pcapng|rf:roce:capture|roce, no capture|rf:roce|>= 0.90
-capture|control 8k QPs v4|roce, no trace or capture|rf:roce|same, taps compiled out|rfy:roce|>= 0.99
+capture|control 8k QPs v4|roce, no trace or capture|rf:roce|same, taps compiled out|rf-notap:roce|>= 0.99
 capture|control 8k QPs v4, every 2nd dropped|roce, capturing the drops|rf:roce:drop2-capture|roce, no capture|rf:roce:drop2|>= 1.00
 punt|control 8k QPs v4, 1k routes, 1 in 50 to the box|roce routed, punting to the kernel|rf:roce:route=1k:kernel:punt|same, nothing to punt|rf:roce:route=1k:kernel|>= 0.95
 ROWS
@@ -549,18 +549,12 @@ measure() {
 	case $k in
 	tp:*) run_testpmd "$g" "${k#tp:}" "$log" ;;
 	rf:*) run_rocefwd "$g" "${k#rf:}" "$log" ;;
-	rfx:*)
-		# The same roce-fwd with the impair stage compiled out.
-		local measured=$bin
-		bin=$work/roce-fwd-noimpair
-		run_rocefwd "$g" "${k#rfx:}" "$log"
-		bin=$measured
-		;;
-	rfy:*)
-		# The same roce-fwd with the trace and capture taps compiled out.
-		local measured=$bin
-		bin=$work/roce-fwd-notap
-		run_rocefwd "$g" "${k#rfy:}" "$log"
+	rf-*:*)
+		# rf-TAG:MODE: the same roce-fwd built with -tags TAG (a stage
+		# compiled out; build_tagged made it).
+		local measured=$bin tag=${k%%:*}
+		bin=$work/roce-fwd-${tag#rf-}
+		run_rocefwd "$g" "${k#*:}" "$log"
 		bin=$measured
 		;;
 	l3:*) run_l3fwd "$g" "${k#l3:}" "$log" ;;
@@ -573,20 +567,27 @@ measure() {
 	echo "  round $r/$rounds $g $k: $rate Mpps$extra" >&2
 }
 
+# build_tagged TAG: roce-fwd built with -tags TAG into $work/roce-fwd-TAG,
+# for the rf-TAG runs; on failure, its log's first lines on stdout.
+build_tagged() {
+	if ! (cd "$here/.." && ${GO:-go} build -tags "$1" -o "$work/roce-fwd-$1" ./cmd/roce-fwd) >"$work/build-$1.log" 2>&1; then
+		head -n 3 "$work/build-$1.log"
+		return 1
+	fi
+}
+
 ready=()
 for g in "${groups[@]}"; do
 	if ! make_workload "$g"; then continue; fi
 	if [ "$g" = impair ]; then
 		# The impair rows need the rules' QPs and a second build.
-		if ! "${py[@]}" impair-rules "${wl_pcap[$g]}" "$work/$g.impair.toml" ||
-			! (cd "$here/.." && ${GO:-go} build -tags noimpair -o "$work/roce-fwd-noimpair" ./cmd/roce-fwd) >"$work/build-noimpair.log" 2>&1; then
-			loud "NOTE: the impair rows are skipped: $(head -n 3 "$work/build-noimpair.log" 2>/dev/null)"
+		if ! "${py[@]}" impair-rules "${wl_pcap[$g]}" "$work/$g.impair.toml" || ! skip=$(build_tagged noimpair); then
+			loud "NOTE: the impair rows are skipped: $skip"
 			continue
 		fi
 	fi
-	if [ "$g" = capture ] &&
-		! (cd "$here/.." && ${GO:-go} build -tags notap -o "$work/roce-fwd-notap" ./cmd/roce-fwd) >"$work/build-notap.log" 2>&1; then
-		loud "NOTE: the capture rows are skipped: $(head -n 3 "$work/build-notap.log" 2>/dev/null)"
+	if [ "$g" = capture ] && ! skip=$(build_tagged notap); then
+		loud "NOTE: the capture rows are skipped: $skip"
 		continue
 	fi
 	if [ "$g" = punt ]; then
