@@ -666,7 +666,10 @@ func (t *Table) count(i uint32, ce bool, r *roce.Result, frameLen int) {
 	st := s.psn
 	d := (r.PSN - st) & psnMask
 	known := st >> 31
-	gap := known & b2u(d != 0 && d < 1<<23) &^ (st >> 30)
+	// 1 <= d < 2^23 in one unsigned compare: d != 0 && d < 1<<23 is a
+	// branch on d == 0, which an in-order packet takes and an ACK or a
+	// CNP (whose d means nothing) does not, in the port's mix of classes.
+	gap := known & b2u(d-1 < 1<<23-1) &^ (st >> 30)
 	next := (r.PSN+1)&psnMask | psnKnown | pc&psnAfterRead
 	if gap&tracked != 0 {
 		t.psnGap(i, d)
