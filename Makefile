@@ -72,7 +72,7 @@ soak: test-deps
 bench: build
 	@bash scripts/bench.sh $(BIN) $(BENCH_SECONDS) $(BENCH_ROUNDS)
 	@echo
-	$(GO) test -run '^$$' -bench 'Classify|ICRC|Stage|Observe' -benchtime 2s ./roce ./rocestats ./qpstats
+	$(GO) test -run '^$$' -bench 'Classify|ICRC|Stage|Observe|ResponderMix' -benchtime 2s ./roce ./rocestats ./qpstats
 	@echo
 	@echo "a worker's own cost per packet (a net_ring port looped to itself: no PMD work to speak of)"
 	$(GO) test -run '^$$' -bench 'Poll' -benchtime 2s ./pipeline
