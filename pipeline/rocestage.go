@@ -89,27 +89,34 @@ func (w *Worker) classifyPass(b *burst) {
 		qp.Begin(batch, w.now)
 	}
 	b.classified = true
-	for j, m := range b.pkts {
+	// The burst's arrays cut to its length: indexed by j, they need no
+	// bounds checks.
+	pkts := b.pkts
+	frames, sizes, res, qslot := b.frame[:len(pkts)], b.size[:len(pkts)], b.res[:len(pkts)], b.qslot[:len(pkts)]
+	for j, m := range pkts {
 		frame := m.Data()
 		n := m.PktLen()
-		b.frame[j], b.size[j] = frame, uint32(n)
-		r := &b.res[j]
+		frames[j], sizes[j] = frame, uint32(n)
+		r := &res[j]
 		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
 		if r.RoCE && r.Err == roce.ReasonNone {
-			slot := int32(-1)
-			if qp != nil {
-				slot = qp.Add(batch, j, frame, r, n)
-				b.qslot[j] = slot
-			}
-			if qp == nil || slot >= 0 { // not staged: qpPass does not see it
+			if qp == nil {
 				st.AddRoCE(r, n)
+				continue
+			}
+			slot, k := qp.Hit(batch, frame, r)
+			if qslot[j] = slot; slot >= 0 {
+				qp.Count(slot, r, n)
+				st.AddRoCE(r, n)
+			} else {
+				qp.Add(batch, j, k, r) // qpPass counts it
 			}
 			continue
 		}
 		if qp != nil { // qslot is read only with a QP table
-			b.qslot[j] = -1
+			qslot[j] = -1
 			if r.Err == roce.ErrBadICRC {
-				b.qslot[j] = qp.Add(batch, j, frame, r, n)
+				w.roceBadICRC(b, j, frame)
 			}
 		}
 		w.roceOther(b, j, frame)
@@ -140,6 +147,18 @@ func (w *Worker) qpPass(b *burst) {
 	for k := range batch.Len() {
 		j := batch.Pkt(k)
 		b.qslot[j] = qp.Update(batch, k, &b.res[j], int(b.size[j]), w.now)
+	}
+}
+
+// roceBadICRC looks packet j of b, a RoCEv2 frame whose ICRC is bad, up
+// in the QP table, which counts it like any other of the flow.
+func (w *Worker) roceBadICRC(b *burst, j int, frame []byte) {
+	qp, r := w.rs.qp, &b.res[j]
+	slot, k := qp.Hit(w.rs.batch, frame, r)
+	if b.qslot[j] = slot; slot >= 0 {
+		qp.Count(slot, r, int(b.size[j]))
+	} else {
+		qp.Add(w.rs.batch, j, k, r)
 	}
 }
 

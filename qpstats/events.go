@@ -17,7 +17,7 @@ func (t *Table) PSNEvents() PSNEvents { return t.psn }
 
 // KeyOf is the flow key of a frame Classify found to be RoCEv2.
 func KeyOf(frame []byte, r *roce.Result) Key {
-	var w words
+	var w Addrs
 	if r.IPVersion == 4 {
 		w = v4Words(frame, int(r.L3))
 	} else {

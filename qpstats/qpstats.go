@@ -22,12 +22,12 @@
 // eight signatures and coarse last-seen times, so a lookup, an insertion
 // and the choice of a victim read one line, never the slots themselves.
 // What packets update sits in one cache line, the slot; what only NAKs,
-// CE marks and insertions touch is kept apart. A port with a handful of busy QPs
-// pays for none of this: a memo of the flows found last lets Add count a
-// packet of one of them at once, in its slot still in the cache. The
-// memory can come
-// from the caller (DPDK's hugepage heap on the worker's socket: no TLB
-// misses on 4 KB pages, invisible to the Go garbage collector).
+// CE marks and insertions touch is kept apart. A port with a handful of
+// busy QPs pays for none of this: Hit finds a packet of one of the flows
+// found last in a memo, and Count counts it at once, in its slot still in
+// the cache; only the others are staged (Add). The memory can come from
+// the caller (DPDK's hugepage heap on the worker's socket: no TLB misses
+// on 4 KB pages, invisible to the Go garbage collector).
 package qpstats
 
 import (
@@ -215,7 +215,7 @@ const (
 )
 
 // Victim counts what the QoS stage did to a packet of the flow in slot,
-// as Add or Update returned it.
+// as Hit or Update returned it.
 func (t *Table) Victim(slot int32, k VictimKind) {
 	t.cold[slot].victim[k%numVictims]++
 }
@@ -238,8 +238,8 @@ var (
 	_ [3*64 - unsafe.Sizeof(cold{})]byte
 )
 
-// Table is one worker's QP table. Only its worker calls Begin, Add, Find,
-// Update and Observe.
+// Table is one worker's QP table. Only its worker calls Begin, Hit,
+// Count, Add, Find, Update and Observe.
 type Table struct {
 	buckets []bucket
 	slots   []slot
@@ -322,7 +322,7 @@ type Batch struct {
 // signature, and the slot Find chose (Update's, after a signature
 // collision). One cache line.
 type item struct {
-	key   words
+	key   Addrs
 	qp    uint32
 	sig   uint32
 	bkt   uint32 // the first bucket; after Find, the one holding the slot
@@ -351,32 +351,33 @@ func (b *Batch) Pkt(k int) int { return int(b.items[k].pkt) }
 // v4mapped is the upper half of the low word of an IPv4-mapped address.
 const v4mapped = 0xffff << 32
 
-// words are a key's addresses as big-endian words, IPv4 as IPv4-mapped.
-type words struct{ s0, s1, d0, d1 uint64 }
+// Addrs are a packet's addresses as the table keys them: big-endian
+// words, IPv4 as IPv4-mapped. Hit reads them, Add takes them back.
+type Addrs struct{ s0, s1, d0, d1 uint64 }
 
 // v4Words reads an IPv4 packet's addresses as words, small enough to
 // inline where the data path calls it: source and destination are
 // adjacent, one load for both.
-func v4Words(frame []byte, l3 int) words {
+func v4Words(frame []byte, l3 int) Addrs {
 	const src, end = roce.IPv4SrcOffset, roce.IPv4DstOffset + roce.IPv4AddrLen
 	a := binary.BigEndian.Uint64(frame[l3+src : l3+end : l3+end])
-	return words{0, v4mapped | a>>32, 0, v4mapped | uint64(uint32(a))}
+	return Addrs{0, v4mapped | a>>32, 0, v4mapped | uint64(uint32(a))}
 }
 
 // addrWords6 reads an IPv6 packet's addresses as words: ip holds the
 // source, then the destination.
 //
 //go:noinline
-func addrWords6(frame []byte, r *roce.Result) words {
+func addrWords6(frame []byte, r *roce.Result) Addrs {
 	const src, dst, end = roce.IPv6SrcOffset, roce.IPv6DstOffset, roce.IPv6DstOffset + roce.IPv6AddrLen
 	l3 := int(r.L3)
 	ip := frame[l3+src : l3+end]
-	return words{binary.BigEndian.Uint64(ip), binary.BigEndian.Uint64(ip[8:]),
+	return Addrs{binary.BigEndian.Uint64(ip), binary.BigEndian.Uint64(ip[8:]),
 		binary.BigEndian.Uint64(ip[dst-src:]), binary.BigEndian.Uint64(ip[dst-src+8:])}
 }
 
 // holds reports whether s is the flow of k and qp.
-func (s *slot) holds(k words, qp uint32) bool {
+func (s *slot) holds(k Addrs, qp uint32) bool {
 	// One branch, not five: the words are in one line.
 	return (s.src[1]^k.s1)|(s.dst[1]^k.d1)|(s.src[0]^k.s0)|(s.dst[0]^k.d0)|uint64(s.qp^qp) == 0
 }
@@ -386,7 +387,7 @@ func (s *slot) holds(k words, qp uint32) bool {
 // multiplies of their own, which run alongside. The two buckets and the
 // signature are the high halves of three products of it with odd
 // constants (Fibonacci hashing), independent of each other.
-func hash(k words, qp uint32) (bkt, alt, sig uint32) {
+func hash(k Addrs, qp uint32) (bkt, alt, sig uint32) {
 	s0, s1, d0, d1 := k.s0, k.s1, k.d0, k.d1
 	x := s1 ^ bits.RotateLeft64(d1, 32) ^ (s0^bits.RotateLeft64(d0, 16))*0xc2b2ae3d27d4eb4f ^
 		uint64(qp)*0x9e3779b97f4a7c15
@@ -400,13 +401,16 @@ func (t *Table) Begin(b *Batch, now int64) {
 	t.age = uint32(t.now >> ageShift)
 }
 
-// Add counts a classified RoCE frame of frameLen bytes, the j-th packet of
-// the caller's burst. A packet of a flow the memo holds, before any packet
-// of the burst is staged, is counted at once and Add returns its slot; any
-// other is staged for Find and Update (Batch.Pkt gives back j) and Add
-// returns -1.
-func (t *Table) Add(b *Batch, j int, frame []byte, r *roce.Result, frameLen int) int32 {
-	var k words
+// Hit looks the flow of a classified RoCE frame up in the memo of the
+// flows found last. While no packet of the burst b is staged, a flow the
+// memo holds is found there: Hit marks it seen and returns its slot, and
+// the caller counts the packet with Count before the next Hit. Otherwise
+// Hit returns -1, and the caller stages the packet with Add, giving it
+// the addresses Hit read. (Three calls, not one that does all three: the
+// data path makes each of them itself, so that profile-guided inlining
+// puts all three into its loop.)
+func (t *Table) Hit(b *Batch, frame []byte, r *roce.Result) (int32, Addrs) {
+	var k Addrs
 	if r.IPVersion == 4 {
 		k = v4Words(frame, int(r.L3))
 	} else {
@@ -415,11 +419,23 @@ func (t *Table) Add(b *Batch, j int, frame []byte, r *roce.Result, frameLen int)
 	// Once a packet is staged, the rest of the burst is staged too: Find
 	// may give its slot to a new flow, and the packets after it must see
 	// the table as if counted one at a time.
-	if b.n == 0 {
-		if i := t.hit(k, r, frameLen); i >= 0 {
-			return i
-		}
+	if b.n != 0 {
+		return -1, k
 	}
+	qp := r.DestQP
+	m := t.memo[memoIndex(k, qp)]
+	i := uint32(m) - 1
+	if uint32(m>>32) != qp || uint32(m) == 0 || !t.slots[i].holds(k, qp) {
+		return -1, k
+	}
+	t.buckets[i/ways].age[i%ways] = t.age
+	return int32(i), k
+}
+
+// Add stages a classified RoCE frame with addresses k (as Hit read them),
+// the j-th packet of the caller's burst, for Find and Update (Batch.Pkt
+// gives back j).
+func (t *Table) Add(b *Batch, j int, k Addrs, r *roce.Result) {
 	it := &b.items[b.n]
 	it.key, it.pkt = k, uint32(j)
 	it.qp, it.ce = r.DestQP, r.ECN == 3
@@ -431,7 +447,7 @@ func (t *Table) Add(b *Batch, j int, frame []byte, r *roce.Result, frameLen int)
 		if it.again = p.key == it.key && p.qp == it.qp; it.again {
 			it.bkt, it.alt, it.sig = p.bkt, p.alt, p.sig // p not yet found: bkt is its first bucket
 			b.n++
-			return -1
+			return
 		}
 	} else {
 		it.again = false
@@ -441,29 +457,11 @@ func (t *Table) Add(b *Batch, j int, frame []byte, r *roce.Result, frameLen int)
 	b.n++
 	b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
 	b.nb++
-	return -1
-}
-
-// hit counts a packet of key k into the slot the memo has for it, if the
-// slot still holds that flow, and returns the slot (else -1).
-func (t *Table) hit(k words, r *roce.Result, frameLen int) int32 {
-	qp := r.DestQP
-	m := t.memo[memoIndex(k, qp)]
-	if uint32(m>>32) != qp || uint32(m) == 0 {
-		return -1
-	}
-	i := uint32(m) - 1
-	if !t.slots[i].holds(k, qp) {
-		return -1
-	}
-	t.buckets[i/ways].age[i%ways] = t.age
-	t.count(i, r.ECN == 3, r, frameLen)
-	return int32(i)
 }
 
 // memoIndex is where the memo keeps a key: a flow and its reverse (a
 // CNP's flow runs against its QP's data) differ.
-func memoIndex(k words, qp uint32) uint32 {
+func memoIndex(k Addrs, qp uint32) uint32 {
 	return uint32((k.s1^bits.RotateLeft64(k.d1, 17)^uint64(qp))*0x9e3779b97f4a7c15>>58) & (memoSize - 1)
 }
 
@@ -623,18 +621,19 @@ func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64)
 		it.slot = i
 	}
 	t.memo[memoIndex(it.key, it.qp)] = uint64(it.qp)<<32 | uint64(i+1)
-	t.count(i, it.ce, r, frameLen)
+	t.Count(int32(i), r, frameLen)
 	return int32(i)
 }
 
-// count counts a packet classified as r, frameLen bytes long and CE-marked
-// if ce, into slot i.
+// Count counts a packet classified as r, frameLen bytes long, into the
+// slot Hit (or Update, which calls it) returned for it.
 //
 // A port's packets come in a mix of opcodes in no order a branch
 // predictor could learn, so nothing here branches on the packet's class:
 // each branch that is taken is rare (a NAK, a carry, a PSN gap or one
 // behind) whatever the mix.
-func (t *Table) count(i uint32, ce bool, r *roce.Result, frameLen int) {
+func (t *Table) Count(slot int32, r *roce.Result, frameLen int) {
+	i := uint32(slot)
 	s := &t.slots[i]
 	nb := s.bytes + uint32(frameLen)
 	if nb < s.bytes {
@@ -645,7 +644,7 @@ func (t *Table) count(i uint32, ce bool, r *roce.Result, frameLen int) {
 	if s.mix[class]++; s.mix[class] == 0 {
 		t.cold[i].mixHigh[class]++
 	}
-	if ce {
+	if r.ECN == 3 {
 		t.cold[i].ce++
 	}
 	// An ACK's syndrome is 0 in its kind bits, as is every packet's
@@ -724,7 +723,7 @@ func (t *Table) nak(i uint32, syn roce.AETHSyndrome) {
 }
 
 // fill makes slot i the flow of k and qp, first seen at now.
-func (t *Table) fill(i uint32, k words, qp uint32, now int64) {
+func (t *Table) fill(i uint32, k Addrs, qp uint32, now int64) {
 	t.slots[i] = slot{src: [2]uint64{k.s0, k.s1}, dst: [2]uint64{k.d0, k.d1}, qp: qp}
 	t.cold[i] = cold{firstSeen: now}
 }
@@ -732,7 +731,7 @@ func (t *Table) fill(i uint32, k words, qp uint32, now int64) {
 // resolve finds the key among the ways of its two buckets with its
 // signature, or claims a way for it: the slow path of a signature
 // collision.
-func (t *Table) resolve(it *item, k words, qp uint32, now int64) uint32 {
+func (t *Table) resolve(it *item, k Addrs, qp uint32, now int64) uint32 {
 	age := uint32(now >> ageShift)
 	for _, b := range [2]uint32{it.bkt, it.alt} {
 		bk := &t.buckets[b]
@@ -766,10 +765,14 @@ func (t *Table) psnGap(i uint32, d uint32) {
 func (t *Table) Observe(frame []byte, r *roce.Result, frameLen int, now int64) {
 	b := &t.one
 	t.Begin(b, now)
-	if t.Add(b, 0, frame, r, frameLen) < 0 {
-		t.Find(b, now)
-		t.Update(b, 0, r, frameLen, now)
+	slot, k := t.Hit(b, frame, r)
+	if slot >= 0 {
+		t.Count(slot, r, frameLen)
+		return
 	}
+	t.Add(b, 0, k, r)
+	t.Find(b, now)
+	t.Update(b, 0, r, frameLen, now)
 }
 
 // Stats reports the table's own counters.

@@ -42,6 +42,19 @@ func observe(t *testing.T, tab *Table, now int64, ps ...pkt) {
 	}
 }
 
+// stage is the data path's calls for one packet: Hit, then Count for a
+// flow the memo holds, else Add. It returns the slot of a packet counted
+// at once, else -1.
+func stage(tab *Table, b *Batch, j int, f []byte, r *roce.Result) int32 {
+	slot, k := tab.Hit(b, f, r)
+	if slot >= 0 {
+		tab.Count(slot, r, len(f))
+		return slot
+	}
+	tab.Add(b, j, k, r)
+	return -1
+}
+
 const (
 	sendOnly     = roce.Opcode(0x04)
 	writeOnl     = roce.Opcode(0x0a)
@@ -162,7 +175,7 @@ func TestEvictionTakesLeastRecentlySeen(t *testing.T) {
 		p := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly, psn: 1}
 		f, r := frame(t, p)
 		b := NewBatch(1)
-		tab.Add(b, 0, f, &r, len(f))
+		stage(tab, b, 0, f, &r)
 		if b.items[0].bkt != b.items[0].alt {
 			flows = append(flows, p)
 		}
@@ -205,7 +218,7 @@ func TestHalfLoadNeverEvicts(t *testing.T) {
 	for i := 0; i < 1<<14; i++ {
 		f, r := frame(t, pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: uint32(i) * 7919, op: sendOnly, psn: 1})
 		b.Reset()
-		tab.Add(b, 0, f, &r, len(f))
+		stage(tab, b, 0, f, &r)
 		tab.Find(b, 1)
 		tab.Update(b, 0, &r, len(f), 1)
 	}
@@ -251,7 +264,7 @@ func TestBatchEqualsOneAtATime(t *testing.T) {
 		batched.Begin(b, now)
 		for j, p := range in[i : i+n] {
 			one.Observe(p.f, &p.r, len(p.f), now)
-			batched.Add(b, j, p.f, &p.r, len(p.f))
+			stage(batched, b, j, p.f, &p.r)
 		}
 		batched.Find(b, now)
 		for k := range b.Len() {
@@ -285,7 +298,7 @@ func TestMemo(t *testing.T) {
 		results := make([]roce.Result, len(ps))
 		for j, p := range ps {
 			frames[j], results[j] = frame(t, p)
-			staged = append(staged, tab.Add(b, j, frames[j], &results[j], len(frames[j])) < 0)
+			staged = append(staged, stage(tab, b, j, frames[j], &results[j]) < 0)
 		}
 		tab.Find(b, now)
 		for k := range b.Len() {
@@ -354,8 +367,8 @@ func TestSignatureCollision(t *testing.T) {
 	tab.Observe(fx, &rx, len(fx), 1)
 	b := NewBatch(2)
 	clear(tab.memo[:]) // fx is staged, not counted at once
-	tab.Add(b, 0, fx, &rx, len(fx))
-	tab.Add(b, 1, fy, &ry, len(fy))
+	stage(tab, b, 0, fx, &rx)
+	stage(tab, b, 1, fy, &ry)
 	b.items[1].bkt, b.items[1].sig = b.items[0].bkt, b.items[0].sig // force the collision
 	tab.Find(b, 2)
 	tab.Update(b, 0, &rx, len(fx), 2)
@@ -412,7 +425,7 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 // through 64 QPs; "8k" and "64k" visit that many QPs in a shuffled order
 // with a table that holds them all (entries far out of the caches). Each
 // is measured one packet at a time (Observe) and a burst of 32 at a time
-// (Begin, Add, Find, Update), as the data path does. The packets themselves
+// (Begin, Hit and Count or Add, Find, Update), as the data path does. The packets themselves
 // are 32 frames whose destination QP is rewritten before each use, so
 // they are in the cache, as a burst just received is.
 func BenchmarkObserve(b *testing.B) {
@@ -451,7 +464,7 @@ func BenchmarkObserve(b *testing.B) {
 				tab.Begin(batch, int64(i))
 				for k := range frames {
 					f, r := next(i+k, k)
-					tab.Add(batch, k, f, r, len(f))
+					stage(tab, batch, k, f, r)
 				}
 				tab.Find(batch, int64(i))
 				for k := range batch.Len() {
@@ -546,7 +559,7 @@ func TestLastSeen(t *testing.T) {
 }
 
 // What the QoS stage does to a flow's packets is counted in the flow's
-// slot, as Add and Update return it, merged over tables and sorted on.
+// slot, as Hit and Update return it, merged over tables and sorted on.
 func TestVictims(t *testing.T) {
 	tab := New(64, 0)
 	a := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: 1, op: sendOnly, psn: 1}
@@ -555,7 +568,7 @@ func TestVictims(t *testing.T) {
 	slotOf := func(p pkt) int32 {
 		f, r := frame(t, p)
 		tab.Begin(b, 1)
-		if s := tab.Add(b, 0, f, &r, len(f)); s >= 0 {
+		if s := stage(tab, b, 0, f, &r); s >= 0 {
 			return s
 		}
 		tab.Find(b, 1)
