@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"roce-fwd/inspect"
 	"roce-fwd/internal/testenv"
 	"roce-fwd/pcapio"
+	"roce-fwd/ports"
 	"roce-fwd/qos"
 	"roce-fwd/qpstats"
 	"roce-fwd/roce"
@@ -150,6 +152,7 @@ func BenchmarkPoll(b *testing.B) {
 		{"roce-tap-selecting-nothing", "roce", []func(*Spec){noICRC}, &nothing},
 		{"roce-tap-copying-all", "roce", []func(*Spec){noICRC}, &every},
 		{"roce-impair-16-rules", "roce", []func(*Spec){noICRC, sixteenRules(b)}, nil},
+		{"roce-512qp", "roce", []func(*Spec){noICRC, func(s *Spec) { s.RoCE.QPTable = 4096 }}, nil},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			cfg, set := openPorts(b, c.mode, "net_ring%d")
@@ -161,7 +164,12 @@ func BenchmarkPoll(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			w := primeRing(b, p, set)
+			var w *Worker
+			if c.name == "roce-512qp" {
+				w = primeRingFlows(b, p, set, 512)
+			} else {
+				w = primeRing(b, p, set)
+			}
 			b.ResetTimer()
 			var n int
 			for b.Loop() {
@@ -175,9 +183,44 @@ func BenchmarkPoll(b *testing.B) {
 				b.Fatal("no packets polled")
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/packet")
+			if c.name == "roce-512qp" {
+				p.Stop() // the table's copy is made by the caller once the worker stops
+				if flows, st := p.QPFlows(); len(flows) < 400 || st.Evictions != 0 {
+					b.Fatalf("%d flows in the QP table, %+v: not the flows primed", len(flows), st)
+				}
+			}
 			closeRing(b, p, set)
 		})
 	}
+}
+
+// primeRingFlows loops n demo frames through w's ring port, each RoCEv2
+// one of its own QP: a poll then sees 32 flows of the n in turn, more
+// than the QP table's memo keeps, so their lookups are staged, as with a
+// port's thousands of QPs (the table holding them all).
+func primeRingFlows(t testing.TB, p *Pipeline, set *ports.Set, n int) *Worker {
+	t.Helper()
+	w := p.Workers[0]
+	frames := testenv.Frames(n)
+	for i, f := range frames {
+		var r roce.Result
+		if roce.Classify(f, nil, false, &r); r.RoCE && r.Err == roce.ReasonNone {
+			binary.BigEndian.PutUint32(f[r.BTH+4:], 0x100000|uint32(i)) // reserved byte 0, QP 0x100000+i
+			if err := roce.SetICRC(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := 0; i < n; i += 32 {
+		for _, f := range frames[i:min(i+32, n)] {
+			sendFrame(t, w, set, f)
+		}
+		w.step.Flush() // into the ring, none taken out yet
+	}
+	if st := w.Stats(); st.Drops[DropTxFull] != 0 {
+		t.Fatalf("%d of %d frames did not fit in the ring", st.Drops[DropTxFull], n)
+	}
+	return w
 }
 
 // Every frame is counted once per rx queue, whether the QP table's memo

@@ -376,6 +376,13 @@ func addrWords6(frame []byte, r *roce.Result) Addrs {
 		binary.BigEndian.Uint64(ip[dst-src:]), binary.BigEndian.Uint64(ip[dst-src+8:])}
 }
 
+// sameFlow reports whether k and qp are o and oqp, with one branch, not
+// five: whether a packet is of its predecessor's flow depends on the
+// traffic, not on anything a predictor learns.
+func sameFlow(k, o Addrs, qp, oqp uint32) bool {
+	return (k.s1^o.s1)|(k.d1^o.d1)|(k.s0^o.s0)|(k.d0^o.d0)|uint64(qp^oqp) == 0
+}
+
 // holds reports whether s is the flow of k and qp.
 func (s *slot) holds(k Addrs, qp uint32) bool {
 	// One branch, not five: the words are in one line.
@@ -444,7 +451,7 @@ func (t *Table) Add(b *Batch, j int, k Addrs, r *roce.Result) {
 	// hashing or a bucket of its own.
 	if b.n > 0 {
 		p := &b.items[b.n-1]
-		if it.again = p.key == it.key && p.qp == it.qp; it.again {
+		if it.again = sameFlow(p.key, it.key, p.qp, it.qp); it.again {
 			it.bkt, it.alt, it.sig = p.bkt, p.alt, p.sig // p not yet found: bkt is its first bucket
 			b.n++
 			return
@@ -546,11 +553,10 @@ func (t *Table) miss(it *item, age uint32) (*bucket, int) {
 func (bk *bucket) find(sig uint32) int {
 	const one, top = 1<<32 | 1, 1<<63 | 1<<31
 	p := uint64(sig) * one
-	var m uint64
-	for k, x := range (*[ways / 2]uint64)(unsafe.Pointer(&bk.sig)) {
-		x ^= p
-		m |= (x - one) &^ x & top >> (31 - 2*k)
-	}
+	// Written out, not a loop: four independent words, constant shifts.
+	w := (*[ways / 2]uint64)(unsafe.Pointer(&bk.sig))
+	x0, x1, x2, x3 := w[0]^p, w[1]^p, w[2]^p, w[3]^p
+	m := (x0-one)&^x0&top>>31 | (x1-one)&^x1&top>>29 | (x2-one)&^x2&top>>27 | (x3-one)&^x3&top>>25
 	return bits.TrailingZeros8(uint8(m | m>>31))
 }
 
