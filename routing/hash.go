@@ -1,9 +1,6 @@
 package routing
 
-import (
-	"math/bits"
-	"unsafe"
-)
+import "math/bits"
 
 // Field is one packet field an ECMP hash may cover.
 type Field uint8
@@ -78,7 +75,7 @@ func NewHasher(fields Field, seed uint32, symmetric bool) Hasher {
 // bit into the high half. Two multiplies per packet.
 func (h *Hasher) Sum(k *FlowKey) uint32 {
 	var out [1]uint32
-	h.SumAll(unsafe.Slice(k, 1), out[:])
+	h.SumAll([]FlowKey{*k}, out[:])
 	return out[0]
 }
 

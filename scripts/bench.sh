@@ -581,6 +581,7 @@ for g in "${groups[@]}"; do
 	if ! make_workload "$g"; then continue; fi
 	if [ "$g" = impair ]; then
 		# The impair rows need the rules' QPs and a second build.
+		skip="bench.py impair-rules failed"
 		if ! "${py[@]}" impair-rules "${wl_pcap[$g]}" "$work/$g.impair.toml" || ! skip=$(build_tagged noimpair); then
 			loud "NOTE: the impair rows are skipped: $skip"
 			continue
