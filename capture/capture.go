@@ -47,7 +47,6 @@ type Status struct {
 type Capture struct {
 	o   Options
 	tap *pipeline.Tap
-	f   *os.File
 
 	// The writer goroutine's own: the file's blocks, and by port id the
 	// interface index (-1: a port the capture was not told of, such as a
@@ -58,7 +57,8 @@ type Capture struct {
 	nameOf func(uint16) string // portName, made once
 	vc     verdictCache
 
-	written atomic.Uint64
+	n       uint64        // packets written: the writer goroutine's own
+	written atomic.Uint64 // n, published after each read of the tap
 	mu      sync.Mutex
 	err     error
 	stop    chan struct{}
@@ -70,11 +70,11 @@ func Start(p *pipeline.Pipeline, o Options) (*Capture, error) {
 	if len(o.Ports) == 0 {
 		return nil, errors.New("capture: no ports")
 	}
-	f, err := os.OpenFile(o.File, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	fs, buf, err := openFileSink(o.File, ngBufferSize)
 	if err != nil {
 		return nil, fmt.Errorf("capture file: %w", err)
 	}
-	c := newCapture(o, f)
+	c := newCapture(o, ngWriter{s: fs, buf: buf})
 	err = c.w.section("roce-fwd", o.Text)
 	for _, pt := range o.Ports {
 		if err == nil {
@@ -82,12 +82,12 @@ func Start(p *pipeline.Pipeline, o Options) (*Capture, error) {
 		}
 	}
 	if err != nil {
-		f.Close()
-		os.Remove(o.File)
-		return nil, fmt.Errorf("capture file: %w", err)
+		err = fmt.Errorf("capture file: %w", err)
+	} else {
+		c.tap, err = p.ArmTap(o.Tap)
 	}
-	if c.tap, err = p.ArmTap(o.Tap); err != nil {
-		f.Close()
+	if err != nil {
+		c.w.close()
 		os.Remove(o.File)
 		return nil, err
 	}
@@ -95,10 +95,10 @@ func Start(p *pipeline.Pipeline, o Options) (*Capture, error) {
 	return c, nil
 }
 
-// newCapture is a capture of o's ports into f, before its header is
+// newCapture is a capture of o's ports into w, before its header is
 // written.
-func newCapture(o Options, f *os.File) *Capture {
-	c := &Capture{o: o, f: f, w: newNgWriter(f), stop: make(chan struct{}), done: make(chan struct{})}
+func newCapture(o Options, w ngWriter) *Capture {
+	c := &Capture{o: o, w: w, stop: make(chan struct{}), done: make(chan struct{})}
 	for i, pt := range o.Ports {
 		for int(pt.ID) >= len(c.intf) {
 			c.intf = append(c.intf, -1)
@@ -111,8 +111,9 @@ func newCapture(o Options, f *os.File) *Capture {
 }
 
 // run drains the tap into the file until Stop, the count, or an error.
-// The file's blocks are written when a megabyte is buffered, and at
-// least every 100 ms while packets come.
+// The buffer goes to the file sink when a megabyte is buffered, and at
+// least every 100 ms while packets come (with direct I/O, up to the last
+// whole 4 KiB block).
 func (c *Capture) run() {
 	defer close(c.done)
 	idle := time.NewTicker(time.Millisecond)
@@ -121,22 +122,20 @@ func (c *Capture) run() {
 	for !c.full() && c.w.err == nil {
 		select {
 		case <-c.stop:
-			c.tap.Disarm()
-			c.tap.Read(c.write) // what the workers published before
-			c.finish()
+			c.drain()
 			return
 		default:
 		}
-		if c.tap.Read(c.write) == 0 {
+		k := c.tap.Read(c.write)
+		c.written.Store(c.n)
+		if k == 0 {
 			if now := time.Now(); now.Sub(last) > 100*time.Millisecond {
 				c.w.flush()
 				last = now
 			}
 			select {
 			case <-c.stop:
-				c.tap.Disarm()
-				c.tap.Read(c.write)
-				c.finish()
+				c.drain()
 				return
 			case <-idle.C:
 			}
@@ -146,8 +145,17 @@ func (c *Capture) run() {
 	c.finish()
 }
 
+// drain takes the tap off the workers, writes what they published before
+// and closes the file.
+func (c *Capture) drain() {
+	c.tap.Disarm()
+	c.tap.Read(c.write)
+	c.written.Store(c.n)
+	c.finish()
+}
+
 func (c *Capture) full() bool {
-	return c.o.Tap.Count != 0 && c.written.Load() >= c.o.Tap.Count
+	return c.o.Tap.Count != 0 && c.n >= c.o.Tap.Count
 }
 
 // write puts one record in the file (up to the count). Only the writer
@@ -169,7 +177,7 @@ func (c *Capture) write(rec *pipeline.TapRecord) {
 	c.w.buf = appendVerdict(c.w.buf, rec, c.nameOf, c.o.TCMap, &c.vc)
 	c.w.endOption()
 	if c.w.endPacket(dir) == nil {
-		c.written.Add(1)
+		c.n++
 	}
 }
 
@@ -182,10 +190,7 @@ func (c *Capture) portName(id uint16) string {
 
 // finish writes the file out and closes it.
 func (c *Capture) finish() {
-	err := c.w.flush()
-	if cerr := c.f.Close(); err == nil {
-		err = cerr
-	}
+	err := c.w.close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.err = err

@@ -2,6 +2,13 @@ package capture
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gopacket/gopacket/pcapgo"
@@ -80,8 +87,7 @@ func TestPcapngReadsBack(t *testing.T) {
 func TestWriteDoesNotAllocate(t *testing.T) {
 	sink := &countingWriter{}
 	m := roce.DefaultTCMap()
-	c := newCapture(Options{Ports: []Port{{ID: 0, Name: "in"}}, TCMap: &m}, nil)
-	c.w = newNgWriter(sink)
+	c := newCapture(Options{Ports: []Port{{ID: 0, Name: "in"}}, TCMap: &m}, newNgWriter(sink))
 	f := demotraffic.Frames()[0]
 	for _, d := range []pipeline.TapDir{pipeline.TapRx, pipeline.TapTx, pipeline.TapDrop} {
 		rec := pipeline.TapRecord{Dir: d, Reason: pipeline.DropQoSWRED, Len: uint32(len(f)), Data: f}
@@ -90,8 +96,8 @@ func TestWriteDoesNotAllocate(t *testing.T) {
 			t.Errorf("%v: %v allocations per packet written", d, allocs)
 		}
 	}
-	if c.written.Load() != 3*10001 || sink.writes == 0 || sink.bytes/sink.writes < ngFlushAt {
-		t.Errorf("%d packets written in %d writes of %d bytes", c.written.Load(), sink.writes, sink.bytes)
+	if c.n != 3*10001 || sink.writes == 0 || sink.bytes/sink.writes < ngFlushAt {
+		t.Errorf("%d packets written in %d writes of %d bytes", c.n, sink.writes, sink.bytes)
 	}
 }
 
@@ -121,17 +127,116 @@ func TestCachedVerdicts(t *testing.T) {
 		case 4:
 			rec.Dir, rec.Reason = pipeline.TapDrop, pipeline.Reason(i%int(pipeline.NumReasons))
 		}
-		if i%13 == 0 {
+		if i%13 == 0 || i%17 == 0 {
 			rec.Data = append([]byte(nil), rec.Data...)
+		}
+		if i%13 == 0 {
 			rec.Data[15] = byte(i) // another DSCP and ECN
+		}
+		if i%17 == 0 && rec.Data[42] == byte(roce.OpRC|roce.OpAck) {
+			rec.Data[54] = byte(i * 7) // another AETH syndrome: credits, RNR NAKs, NAKs
+		}
+		switch i % 23 {
+		case 1:
+			rec.FlowRule = int32(i)
+		case 2:
+			rec.Impair = int32(i)
+		case 3:
+			rec.Data = rec.Data[:60] // cut by a snaplen
 		}
 		got = appendVerdict(got[:0], &rec, names, &m, &vc)
 		want = AppendVerdict(want[:0], &rec, names, &m)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("record %d: cached %q, want %q", i, got, want)
 		}
+		// The QP and PSN, read from the BTH (IPv4, no VLAN) and printed
+		// by fmt.
+		if len(rec.Data) == int(rec.Len) {
+			qp := uint32(rec.Data[47])<<16 | uint32(rec.Data[48])<<8 | uint32(rec.Data[49])
+			psn := uint32(rec.Data[51])<<16 | uint32(rec.Data[52])<<8 | uint32(rec.Data[53])
+			if s := fmt.Sprintf(" qp 0x%06x psn %d", qp, psn); !bytes.Contains(got, []byte(s)) {
+				t.Fatalf("record %d: %q does not say%s", i, got, s)
+			}
+		}
+	}
+	rec := recs[0]
+	if s := Verdict(&rec, names, &m); !strings.HasPrefix(s, "rx in queue 0 lcore 1; RoCEv2 RC ") || !strings.HasSuffix(s, "; dscp 26 tc 3 ecn ECT0") {
+		t.Errorf("verdict %q", s)
 	}
 	if s := string(appendHex(nil, 0x1a2b, 6)) + " " + string(appendHex(nil, 0x1234567, 6)) + " " + string(appendHex(nil, 0, 2)); s != "001a2b 1234567 00" {
 		t.Errorf("hex: %s", s)
+	}
+}
+
+func TestDecimalDigits(t *testing.T) {
+	for _, v := range []uint32{0, 1, 9, 10, 11, 99, 100, 999, 1000, 9999, 10000, 65535, 99999, 100000, 999999, 1000000, 9999999, 10000000, 16777215, 99999999, 100000000, 4294967295} {
+		if got, want := decimalDigits(v), len(strconv.FormatUint(uint64(v), 10)); got != want {
+			t.Errorf("decimalDigits(%d) = %d, want %d", v, got, want)
+		}
+	}
+}
+
+// A file sink writes the bytes a plain writer does, whether the file
+// system takes direct I/O (whole blocks from aligned buffers, the partial
+// block carried over) or not (tmpfs), with flushes at any point, as the
+// capture's idle flushes come.
+func TestFileSinkWritesEveryByte(t *testing.T) {
+	recs := workloadRecords(t)[:30000]
+	m := roce.DefaultTCMap()
+	for _, dir := range []string{t.TempDir(), "/dev/shm"} {
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		name := filepath.Join(dir, fmt.Sprintf("sink-test-%d.pcapng", os.Getpid()))
+		fs, buf, err := openFileSink(name, ngBufferSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(name) })
+		var want bytes.Buffer
+		cf := newCapture(Options{Ports: []Port{{ID: 0, Name: "src"}}, TCMap: &m}, ngWriter{s: fs, buf: buf})
+		cw := newCapture(Options{Ports: []Port{{ID: 0, Name: "src"}}, TCMap: &m}, newNgWriter(&want))
+		for _, c := range []*Capture{cf, cw} {
+			if err := c.w.section("roce-fwd", "test"); err != nil {
+				t.Fatal(err)
+			}
+			for i := range recs {
+				c.write(&recs[i])
+				if i%7919 == 0 { // an idle flush, anywhere in a block
+					if err := c.w.flush(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := c.w.close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("%s (direct I/O %v): file of %d bytes, want %d", dir, fs.direct, len(got), want.Len())
+		}
+		t.Logf("%s: direct I/O %v, %d bytes", dir, fs.direct, len(got))
+	}
+}
+
+// A write error (a full disk) stops the capture with the error, and the
+// writer does not block.
+func TestFileSinkWriteError(t *testing.T) {
+	fs, buf, err := openFileSink("/dev/full", ngBufferSize)
+	if err != nil {
+		t.Skip(err)
+	}
+	m := roce.DefaultTCMap()
+	c := newCapture(Options{Ports: []Port{{ID: 0, Name: "src"}}, TCMap: &m}, ngWriter{s: fs, buf: buf})
+	recs := workloadRecords(t)
+	for i := 0; i < 100000 && c.w.err == nil; i++ {
+		c.write(&recs[i%len(recs)])
+	}
+	if err := c.w.close(); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("writing to /dev/full: %v, want ENOSPC", err)
 	}
 }

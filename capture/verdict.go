@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"math/bits"
 	"slices"
 	"strconv"
 
@@ -24,19 +25,71 @@ func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 }
 
 // verdictCache keeps the parts of verdicts that repeat from packet to
-// packet, for the capture writer, which writes millions a second: the
-// opening of the last rx verdict (port, queue, lcore) and the closing
-// "; dscp D tc T ecn E" of each codepoint.
+// packet, for the capture writer, which writes millions a second. A
+// received RoCE packet's verdict is then three copies and the digits of
+// its QP and PSN: the head "rx PORT queue Q lcore L; RoCEv2 OPCODE qp 0x"
+// (by rx port, queue, lcore and opcode), the QP and PSN, and the tail
+// " (CNP) aeth ...; dscp D tc T ecn E" (by CNP, AETH syndrome and marks).
+// Other verdicts take the opening of the last rx verdict and the marks.
+// The head and tail caches are direct-mapped: a slot keeps the last key
+// that hashed to it.
 type verdictCache struct {
 	rxKey  uint64 // port, queue and lcore of rx, plus one; 0: none yet
 	rx     []byte
 	marks  [64 * 8 * 4][]byte // by dscp, tc, ecn
 	marked [64 * 8 * 4]bool
+	heads  [512]cachedText
+	tails  [1024]cachedText
+}
+
+// cachedText is one slot of a direct-mapped cache of verdict parts; key
+// 0 is an empty slot.
+type cachedText struct {
+	key  uint64
+	text []byte
+}
+
+// rxKey is the key of a received packet's port, queue and lcore.
+func rxKey(rec *pipeline.TapRecord) uint64 {
+	return uint64(rec.RxPort)<<32 | uint64(rec.RxQueue)<<16 | uint64(rec.Lcore) + 1
+}
+
+// appendRxRoCE appends the verdict of a received RoCE packet r that no
+// rule acted on (what appendVerdict writes for it).
+func (vc *verdictCache) appendRxRoCE(b []byte, rec *pipeline.TapRecord, r *roce.Result, name func(uint16) string) []byte {
+	hk := rxKey(rec)<<8 | uint64(r.Opcode)
+	h := &vc.heads[(hk*0x9E3779B97F4A7C15)>>55]
+	if h.key != hk {
+		h.text = appendRxFrom(h.text[:0], rec, name)
+		h.text = appendOpcode(h.text, r)
+		h.key = hk
+	}
+	tk := uint64(r.DSCP&63)<<16 | uint64(r.TC&7)<<13 | uint64(r.ECN&3)<<11 | 1<<10 | 2 // bit 10: no AETH
+	if r.HasAETH {
+		tk ^= 1<<10 | uint64(r.AETH)<<2
+	}
+	if r.CNP {
+		tk |= 1
+	}
+	t := &vc.tails[(tk*0x9E3779B97F4A7C15)>>54]
+	if t.key != tk {
+		t.text = appendMarks(appendRoCETail(t.text[:0], r), r)
+		t.key = tk
+	}
+	b = append(b, h.text...)
+	b = appendQPPSN(b, r)
+	b = append(b, t.text...)
+	return appendKept(b, rec)
 }
 
 // appendVerdict is AppendVerdict, taking repeated parts from vc when it
 // is not nil.
 func appendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, m *roce.TCMap, vc *verdictCache) []byte {
+	var r roce.Result
+	roce.Classify(rec.Data, m, false, &r)
+	if vc != nil && r.RoCE && rec.Dir == pipeline.TapRx && rec.FlowRule == 0 && rec.Impair == 0 {
+		return vc.appendRxRoCE(b, rec, &r, name)
+	}
 	from := func(b []byte) []byte {
 		b = append(b, name(rec.RxPort)...)
 		b = append(b, " queue "...)
@@ -50,8 +103,7 @@ func appendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 			b = appendRxFrom(b, rec, name)
 			break
 		}
-		key := uint64(rec.RxPort)<<32 | uint64(rec.RxQueue)<<16 | uint64(rec.Lcore) + 1
-		if vc.rxKey != key {
+		if key := rxKey(rec); vc.rxKey != key {
 			vc.rx, vc.rxKey = appendRxFrom(vc.rx[:0], rec, name), key
 		}
 		b = append(b, vc.rx...)
@@ -96,7 +148,7 @@ func appendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 		b = append(b, "; impairment rule "...)
 		b = strconv.AppendInt(b, int64(rec.Impair), 10)
 	}
-	return appendWhat(b, rec, m, vc)
+	return appendWhat(b, rec, &r, vc)
 }
 
 // appendRxFrom appends where a received packet was seen.
@@ -109,26 +161,13 @@ func appendRxFrom(b []byte, rec *pipeline.TapRecord, name func(uint16) string) [
 	return strconv.AppendUint(b, uint64(rec.Lcore), 10)
 }
 
-// appendWhat appends what the packet is, as the classifier reads the
-// bytes kept, and its marks.
-func appendWhat(b []byte, rec *pipeline.TapRecord, m *roce.TCMap, vc *verdictCache) []byte {
-	var r roce.Result
-	roce.Classify(rec.Data, m, false, &r)
+// appendWhat appends what the packet is, as the classifier read the
+// bytes kept (r), and its marks.
+func appendWhat(b []byte, rec *pipeline.TapRecord, r *roce.Result, vc *verdictCache) []byte {
 	switch {
 	case r.RoCE:
-		b = append(b, "; RoCEv2 "...) // the opcode's name says its transport
-		b = append(b, r.Opcode.String()...)
-		b = append(b, " qp 0x"...)
-		b = appendHex6(b, r.DestQP)
-		b = append(b, " psn "...)
-		b = strconv.AppendUint(b, uint64(r.PSN), 10)
-		if r.CNP {
-			b = append(b, " (CNP)"...)
-		}
-		if r.HasAETH {
-			b = append(b, " aeth "...)
-			b = append(b, r.AETH.String()...)
-		}
+		b = appendQPPSN(appendOpcode(b, r), r)
+		b = appendRoCETail(b, r)
 	case r.IPVersion != 0:
 		b = append(b, "; IPv"...)
 		b = strconv.AppendUint(b, uint64(r.IPVersion), 10)
@@ -142,11 +181,11 @@ func appendWhat(b []byte, rec *pipeline.TapRecord, m *roce.TCMap, vc *verdictCac
 		if vc != nil {
 			k := int(r.DSCP&63)<<5 | int(r.TC&7)<<2 | int(r.ECN&3)
 			if !vc.marked[k] {
-				vc.marks[k], vc.marked[k] = appendMarks(nil, &r), true
+				vc.marks[k], vc.marked[k] = appendMarks(nil, r), true
 			}
 			b = append(b, vc.marks[k]...)
 		} else {
-			b = appendMarks(b, &r)
+			b = appendMarks(b, r)
 		}
 		if rec.Dir == pipeline.TapTx && rec.HasRxECN && rec.RxECN != r.ECN {
 			b = append(b, " (was "...)
@@ -154,6 +193,70 @@ func appendWhat(b []byte, rec *pipeline.TapRecord, m *roce.TCMap, vc *verdictCac
 			b = append(b, ": marked)"...)
 		}
 	}
+	return appendKept(b, rec)
+}
+
+// appendOpcode appends the opening of a RoCE packet's description, up to
+// its QP's digits. The opcode's name says its transport.
+func appendOpcode(b []byte, r *roce.Result) []byte {
+	b = append(b, "; RoCEv2 "...)
+	b = append(b, r.Opcode.String()...)
+	return append(b, " qp 0x"...)
+}
+
+// appendQPPSN appends a RoCE packet's QP (six hex digits: it has 24 bits)
+// and " psn " and its PSN in decimal, built on the stack and appended in
+// one copy: the PSN's eight digits go to the end of t, then the QP and
+// " psn " over its leading zeros.
+func appendQPPSN(b []byte, r *roce.Result) []byte {
+	const hex = "0123456789abcdef"
+	var t [19]byte // 6 hex digits, " psn ", up to 8 decimal digits (24 bits)
+	v := r.PSN & 0xffffff
+	hi, lo := v/10000, v%10000
+	copy(t[11:13], digitPairs[2*(hi/100):])
+	copy(t[13:15], digitPairs[2*(hi%100):])
+	copy(t[15:17], digitPairs[2*(lo/100):])
+	copy(t[17:19], digitPairs[2*(lo%100):])
+	i := 8 - decimalDigits(v)
+	q := r.DestQP
+	u := t[i : i+11]
+	u[0], u[1], u[2] = hex[q>>20&15], hex[q>>16&15], hex[q>>12&15]
+	u[3], u[4], u[5] = hex[q>>8&15], hex[q>>4&15], hex[q&15]
+	u[6], u[7], u[8], u[9], u[10] = ' ', 'p', 's', 'n', ' '
+	return append(b, t[i:]...)
+}
+
+// digitPairs are the two-digit numbers 00 to 99, written out.
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+// decimalDigits is how many digits v takes in decimal: from its bit
+// length, log10(2) ~ 1233/4096 gives the digits or one too many.
+func decimalDigits(v uint32) int {
+	v |= 1 // 0 takes a digit, as 1 does
+	t := bits.Len32(v) * 1233 >> 12
+	if v < pow10[t] {
+		return t
+	}
+	return t + 1
+}
+
+var pow10 = [...]uint32{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000}
+
+// appendRoCETail appends what follows a RoCE packet's PSN: whether it is
+// a CNP, and its AETH.
+func appendRoCETail(b []byte, r *roce.Result) []byte {
+	if r.CNP {
+		b = append(b, " (CNP)"...)
+	}
+	if r.HasAETH {
+		b = append(b, " aeth "...)
+		b = append(b, r.AETH.String()...)
+	}
+	return b
+}
+
+// appendKept appends how much of a packet cut by the snaplen was kept.
+func appendKept(b []byte, rec *pipeline.TapRecord) []byte {
 	if int(rec.Len) > len(rec.Data) {
 		b = append(b, "; "...)
 		b = strconv.AppendUint(b, uint64(len(rec.Data)), 10)

@@ -1,8 +1,10 @@
 package capture
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"roce-fwd/demotraffic"
@@ -26,31 +28,32 @@ func workloadRecords(tb testing.TB) []pipeline.TapRecord {
 }
 
 // BenchmarkWrite is the capture writer's cost per packet: the verdict and
-// the pcapng block, into a buffer (discard) or a file in /dev/shm (file:
-// the kernel's copy too).
+// the pcapng block, into a buffer (discard), or a file in /dev/shm (shm:
+// tmpfs, the kernel copies each buffer into its pages) or in /var/tmp
+// (disk: direct I/O where the file system takes it).
 func BenchmarkWrite(b *testing.B) {
 	recs := workloadRecords(b)
 	m := roce.DefaultTCMap()
-	for _, sink := range []string{"discard", "file"} {
+	for _, sink := range []string{"discard", "shm", "disk"} {
 		b.Run(sink, func(b *testing.B) {
-			var out io.Writer = io.Discard
-			if sink == "file" {
-				f, err := os.CreateTemp("/dev/shm", "capture-bench-*.pcapng")
+			w := newNgWriter(io.Discard)
+			if sink != "discard" {
+				dir := map[string]string{"shm": "/dev/shm", "disk": "/var/tmp"}[sink]
+				name := filepath.Join(dir, fmt.Sprintf("capture-bench-%d.pcapng", os.Getpid()))
+				fs, buf, err := openFileSink(name, ngBufferSize)
 				if err != nil {
 					b.Skip(err)
 				}
-				defer os.Remove(f.Name())
-				defer f.Close()
-				out = f
+				defer os.Remove(name)
+				w = ngWriter{s: fs, buf: buf}
 			}
-			c := newCapture(Options{Ports: []Port{{ID: 0, Name: "src"}}, TCMap: &m}, nil)
-			c.w = newNgWriter(out)
+			c := newCapture(Options{Ports: []Port{{ID: 0, Name: "src"}}, TCMap: &m}, w)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				c.write(&recs[i%len(recs)])
 			}
-			if err := c.w.flush(); err != nil {
+			if err := c.w.close(); err != nil {
 				b.Fatal(err)
 			}
 		})
