@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"errors"
 	"io"
 	"os"
 
@@ -65,15 +64,11 @@ const (
 // its file system allows, and starts writing buffers of size bytes
 // (rounded up to whole pages) to it. It returns the first buffer.
 func openFileSink(name string, size int) (*fileSink, []byte, error) {
-	direct := true
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_DIRECT, 0o644)
-	if errors.Is(err, unix.EINVAL) { // tmpfs and others: no direct I/O
-		direct = false
-		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}
+	direct := directIO(f)
 	size = (size + directBlock - 1) &^ (directBlock - 1)
 	mem, err := unix.Mmap(-1, 0, fileSinkBuffers*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -87,6 +82,26 @@ func openFileSink(name string, size int) (*fileSink, []byte, error) {
 	}
 	go s.run()
 	return s, mem[:0:size], nil
+}
+
+// directIO switches f to direct I/O when that saves the kernel a copy:
+// a regular file on a file system with a disk under it. tmpfs and ramfs
+// copy anyway (a kernel that lets tmpfs take O_DIRECT writes it slower),
+// and devices and pipes are written as they come.
+func directIO(f *os.File) bool {
+	var st unix.Stat_t
+	var fs unix.Statfs_t
+	fd := int(f.Fd())
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG ||
+		unix.Fstatfs(fd, &fs) != nil || fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC {
+		return false
+	}
+	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err != nil {
+		return false
+	}
+	_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, fl|unix.O_DIRECT)
+	return err == nil
 }
 
 // run writes the buffers put hands over, in order, until todo is closed.
