@@ -26,20 +26,20 @@ func AppendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 
 // verdictCache keeps the parts of verdicts that repeat from packet to
 // packet, for the capture writer, which writes millions a second. A
-// received RoCE packet's verdict is then three copies and the digits of
-// its QP and PSN: the head "rx PORT queue Q lcore L; RoCEv2 OPCODE qp 0x"
-// (by rx port, queue, lcore and opcode), the QP and PSN, and the tail
-// " (CNP) aeth ...; dscp D tc T ecn E" (by CNP, AETH syndrome and marks).
-// Other verdicts take the opening of the last rx verdict and the marks.
-// The head and tail caches are direct-mapped: a slot keeps the last key
-// that hashed to it.
+// received or dropped RoCE packet's verdict is then three copies and the
+// digits of its QP and PSN (and of a rule, if one acted on it): where it
+// was seen ("rx PORT queue Q lcore L", "drop REASON at STAGE (from ...):
+// HELP"), the opcode ("; RoCEv2 OPCODE qp 0x"), the QP and PSN, and the
+// tail " (CNP) aeth ...; dscp D tc T ecn E". A sent packet's verdict,
+// which names its next hop and QoS state, is built each time. The where
+// and tail caches are direct-mapped: a slot keeps the last key that
+// hashed to it.
 type verdictCache struct {
-	rxKey  uint64 // port, queue and lcore of rx, plus one; 0: none yet
-	rx     []byte
-	marks  [64 * 8 * 4][]byte // by dscp, tc, ecn
+	wheres [256]cachedText    // by rx port, queue, lcore, direction and drop reason
+	ops    [256][]byte        // by opcode
+	tails  [1024]cachedText   // by CNP, AETH syndrome, DSCP, TC and ECN
+	marks  [64 * 8 * 4][]byte // other IP packets' marks, by dscp, tc, ecn
 	marked [64 * 8 * 4]bool
-	heads  [512]cachedText
-	tails  [1024]cachedText
 }
 
 // cachedText is one slot of a direct-mapped cache of verdict parts; key
@@ -49,37 +49,42 @@ type cachedText struct {
 	text []byte
 }
 
-// rxKey is the key of a received packet's port, queue and lcore.
-func rxKey(rec *pipeline.TapRecord) uint64 {
-	return uint64(rec.RxPort)<<32 | uint64(rec.RxQueue)<<16 | uint64(rec.Lcore) + 1
+// slot is the slot of key in a direct-mapped cache of 1<<bits slots.
+func slot(key uint64, bits uint) uint64 { return key * 0x9E3779B97F4A7C15 >> (64 - bits) }
+
+// where returns the opening of a received or dropped packet's verdict.
+func (vc *verdictCache) where(rec *pipeline.TapRecord, name func(uint16) string) []byte {
+	k := (uint64(rec.RxPort)<<32|uint64(rec.RxQueue)<<16|uint64(rec.Lcore))<<9 | 1<<8
+	if rec.Dir == pipeline.TapDrop {
+		k |= 1<<7 | uint64(rec.Reason%pipeline.NumReasons)
+	}
+	e := &vc.wheres[slot(k, 8)]
+	if e.key != k {
+		e.text, e.key = appendWhere(e.text[:0], rec, name), k
+	}
+	return e.text
 }
 
-// appendRxRoCE appends the verdict of a received RoCE packet r that no
-// rule acted on (what appendVerdict writes for it).
-func (vc *verdictCache) appendRxRoCE(b []byte, rec *pipeline.TapRecord, r *roce.Result, name func(uint16) string) []byte {
-	hk := rxKey(rec)<<8 | uint64(r.Opcode)
-	h := &vc.heads[(hk*0x9E3779B97F4A7C15)>>55]
-	if h.key != hk {
-		h.text = appendRxFrom(h.text[:0], rec, name)
-		h.text = appendOpcode(h.text, r)
-		h.key = hk
+// appendRoCE appends what a RoCE packet r is, and its marks.
+func (vc *verdictCache) appendRoCE(b []byte, r *roce.Result) []byte {
+	op := &vc.ops[r.Opcode]
+	if len(*op) == 0 {
+		*op = appendOpcode(nil, r)
 	}
-	tk := uint64(r.DSCP&63)<<16 | uint64(r.TC&7)<<13 | uint64(r.ECN&3)<<11 | 1<<10 | 2 // bit 10: no AETH
+	k := uint64(r.DSCP&63)<<16 | uint64(r.TC&7)<<13 | uint64(r.ECN&3)<<11 | 1<<10 | 2 // bit 10: no AETH
 	if r.HasAETH {
-		tk ^= 1<<10 | uint64(r.AETH)<<2
+		k ^= 1<<10 | uint64(r.AETH)<<2
 	}
 	if r.CNP {
-		tk |= 1
+		k |= 1
 	}
-	t := &vc.tails[(tk*0x9E3779B97F4A7C15)>>54]
-	if t.key != tk {
-		t.text = appendMarks(appendRoCETail(t.text[:0], r), r)
-		t.key = tk
+	t := &vc.tails[slot(k, 10)]
+	if t.key != k {
+		t.text, t.key = appendMarks(appendRoCETail(t.text[:0], r), r), k
 	}
-	b = append(b, h.text...)
+	b = append(b, *op...)
 	b = appendQPPSN(b, r)
-	b = append(b, t.text...)
-	return appendKept(b, rec)
+	return append(b, t.text...)
 }
 
 // appendVerdict is AppendVerdict, taking repeated parts from vc when it
@@ -87,27 +92,16 @@ func (vc *verdictCache) appendRxRoCE(b []byte, rec *pipeline.TapRecord, r *roce.
 func appendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, m *roce.TCMap, vc *verdictCache) []byte {
 	var r roce.Result
 	roce.Classify(rec.Data, m, false, &r)
-	if vc != nil && r.RoCE && rec.Dir == pipeline.TapRx && rec.FlowRule == 0 && rec.Impair == 0 {
-		return vc.appendRxRoCE(b, rec, &r, name)
-	}
-	from := func(b []byte) []byte {
-		b = append(b, name(rec.RxPort)...)
-		b = append(b, " queue "...)
-		b = strconv.AppendUint(b, uint64(rec.RxQueue), 10)
-		b = append(b, ", lcore "...)
-		return strconv.AppendUint(b, uint64(rec.Lcore), 10)
-	}
-	switch rec.Dir {
-	case pipeline.TapRx:
-		if vc == nil {
-			b = appendRxFrom(b, rec, name)
-			break
+	if vc != nil && rec.Dir != pipeline.TapTx {
+		b = appendRules(append(b, vc.where(rec, name)...), rec)
+		if r.RoCE {
+			return appendKept(vc.appendRoCE(b, &r), rec)
 		}
-		if key := rxKey(rec); vc.rxKey != key {
-			vc.rx, vc.rxKey = appendRxFrom(vc.rx[:0], rec, name), key
-		}
-		b = append(b, vc.rx...)
-	case pipeline.TapTx:
+		return appendWhat(b, rec, &r, vc)
+	}
+	if rec.Dir != pipeline.TapTx {
+		b = appendWhere(b, rec, name)
+	} else {
 		b = append(b, "tx "...)
 		b = append(b, name(rec.TxPort)...)
 		if len(rec.Data) >= 6 { // the next hop, in a routed config
@@ -120,7 +114,7 @@ func appendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 			}
 		}
 		b = append(b, " (from "...)
-		b = append(from(b), ')')
+		b = append(appendFrom(b, rec, name), ')')
 		switch {
 		case rec.Queued && rec.Impair != 0:
 			b = append(b, ", held back"...)
@@ -130,16 +124,37 @@ func appendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 		if rec.Paused {
 			b = append(b, ", its TC paused by PFC"...)
 		}
-	case pipeline.TapDrop:
-		info := pipeline.Reasons[rec.Reason%pipeline.NumReasons]
-		b = append(b, "drop "...)
-		b = append(b, info.Name...)
-		b = append(b, " at "...)
-		b = append(b, info.Stage...)
-		b = append(b, " (from "...)
-		b = append(from(b), "): "...)
-		b = append(b, info.Help...)
 	}
+	return appendWhat(appendRules(b, rec), rec, &r, vc)
+}
+
+// appendWhere appends where a received or dropped packet was seen, and
+// for a drop why.
+func appendWhere(b []byte, rec *pipeline.TapRecord, name func(uint16) string) []byte {
+	if rec.Dir == pipeline.TapRx {
+		return appendRxFrom(b, rec, name)
+	}
+	info := pipeline.Reasons[rec.Reason%pipeline.NumReasons]
+	b = append(b, "drop "...)
+	b = append(b, info.Name...)
+	b = append(b, " at "...)
+	b = append(b, info.Stage...)
+	b = append(b, " (from "...)
+	b = append(appendFrom(b, rec, name), "): "...)
+	return append(b, info.Help...)
+}
+
+// appendFrom appends the port, queue and lcore a packet came in by.
+func appendFrom(b []byte, rec *pipeline.TapRecord, name func(uint16) string) []byte {
+	b = append(b, name(rec.RxPort)...)
+	b = append(b, " queue "...)
+	b = strconv.AppendUint(b, uint64(rec.RxQueue), 10)
+	b = append(b, ", lcore "...)
+	return strconv.AppendUint(b, uint64(rec.Lcore), 10)
+}
+
+// appendRules appends the rules that acted on a packet.
+func appendRules(b []byte, rec *pipeline.TapRecord) []byte {
 	if rec.FlowRule != 0 {
 		b = append(b, "; flow rule "...)
 		b = strconv.AppendInt(b, int64(rec.FlowRule-1), 10)
@@ -148,7 +163,7 @@ func appendVerdict(b []byte, rec *pipeline.TapRecord, name func(uint16) string, 
 		b = append(b, "; impairment rule "...)
 		b = strconv.AppendInt(b, int64(rec.Impair), 10)
 	}
-	return appendWhat(b, rec, &r, vc)
+	return b
 }
 
 // appendRxFrom appends where a received packet was seen.

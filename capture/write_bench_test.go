@@ -30,15 +30,19 @@ func workloadRecords(tb testing.TB) []pipeline.TapRecord {
 // BenchmarkWrite is the capture writer's cost per packet: the verdict and
 // the pcapng block, into a buffer (discard), or a file in /dev/shm (shm:
 // tmpfs, the kernel copies each buffer into its pages) or in /var/tmp
-// (disk: direct I/O where the file system takes it).
+// (disk: direct I/O where the file system takes it). rx is a capture of
+// every packet received; drop a capture of drops by an impairment rule.
 func BenchmarkWrite(b *testing.B) {
 	recs := workloadRecords(b)
+	drops := append([]pipeline.TapRecord(nil), recs...)
+	for i := range drops {
+		drops[i].Dir, drops[i].Reason, drops[i].Impair = pipeline.TapDrop, pipeline.DropImpair, 1
+	}
 	m := roce.DefaultTCMap()
-	for _, sink := range []string{"discard", "shm", "disk"} {
+	for _, sink := range []string{"rx/discard", "drop/discard", "rx/shm", "rx/disk"} {
 		b.Run(sink, func(b *testing.B) {
 			w := newNgWriter(io.Discard)
-			if sink != "discard" {
-				dir := map[string]string{"shm": "/dev/shm", "disk": "/var/tmp"}[sink]
+			if dir, ok := map[string]string{"rx/shm": "/dev/shm", "rx/disk": "/var/tmp"}[sink]; ok {
 				name := filepath.Join(dir, fmt.Sprintf("capture-bench-%d.pcapng", os.Getpid()))
 				fs, buf, err := openFileSink(name, ngBufferSize)
 				if err != nil {
@@ -47,11 +51,15 @@ func BenchmarkWrite(b *testing.B) {
 				defer os.Remove(name)
 				w = ngWriter{s: fs, buf: buf}
 			}
+			rs := recs
+			if sink == "drop/discard" {
+				rs = drops
+			}
 			c := newCapture(Options{Ports: []Port{{ID: 0, Name: "src"}}, TCMap: &m}, w)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				c.write(&recs[i%len(recs)])
+				c.write(&rs[i%len(rs)])
 			}
 			if err := c.w.close(); err != nil {
 				b.Fatal(err)
