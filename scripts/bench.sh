@@ -36,8 +36,8 @@
 #            kernel) vs the same run with nothing for the box; the punts per
 #            second are printed beside it (needs root for the TAPs)
 #   capture  control mix of 8192 QPs: roce capturing every packet received
-#            (pcapng with verdicts, to a file in /dev/shm: this host's disk
-#            takes ~450 MB/s) vs roce without; and roce dropping every other
+#            (pcapng with verdicts, to a file in /var/tmp written with
+#            direct I/O) vs roce without; and roce dropping every other
 #            packet (an impairment rule) with a capture of the drops vs
 #            without; the packets written per second are printed beside it;
 #            and roce with nothing traced or captured vs the same roce-fwd
@@ -57,6 +57,7 @@
 #   BENCH_GEN        the roce-fwd that generates the captures (default: the
 #                    one measured), to measure an older build on the same ones
 #   BENCH_KEEP=1     keep the captures, configs and logs (printed at exit)
+#   BENCH_CAPDIR     directory of the capture rows' file (default /var/tmp)
 #
 # Each run is a separate process with its own --file-prefix. The runs of a
 # round come one after another, each pair's sides a few seconds apart, and
@@ -132,8 +133,11 @@ restore_hugepages() {
 		mounted="" made_dir=""
 	fi
 }
-# The capture rows' file: tmpfs, so that the disk's speed is not measured.
-capfile=/dev/shm/roce-fwd-bench-$$.pcapng
+# The capture rows' file: on a disk, where captures go, and written with
+# direct I/O (roce-fwd switches to it on a disk's file system). On tmpfs
+# the kernel's copy into fresh pages bounds the rate, and on a VM that
+# varies several times over with the host (BENCH_CAPDIR=/dev/shm to see).
+capfile=${BENCH_CAPDIR:-/var/tmp}/roce-fwd-bench-$$.pcapng
 cleanup() {
 	rm -f "$capfile"
 	rm -rf "${rundir:?}/$tag"-*
