@@ -114,8 +114,10 @@ type TapRecord struct {
 
 // tapRing is one worker's ring: the worker writes records and their bytes
 // and publishes them with tail, the control plane reads up to tail and
-// frees slots with head. A slot's record holds no pointer (Data is made
-// by Read): the worker's writes then need no GC write barrier.
+// frees slots with head. A slot is 48 bytes with no pointer (Read makes
+// the TapRecord), so that the worker's stores need no GC write barrier
+// and the lines it must take back from the reader's core are few: three
+// slots in two lines.
 //
 // The bytes go into a second ring, packed one packet after another (a
 // packet never wraps: one that would is put at the start), so a capture
@@ -123,8 +125,7 @@ type TapRecord struct {
 // snaplen-sized slot each. The reader frees bytes with dhead as it frees
 // their slots.
 type tapRing struct {
-	recs  []TapRecord // Data unset; slot i's bytes are where where[i] says
-	where []tapBytes
+	slots []tapSlot
 	data  []byte
 	snap  int
 	mask  uint64
@@ -138,6 +139,35 @@ type tapRing struct {
 	took  atomic.Uint64 // selected and written
 	_     [40]byte
 }
+
+// tapSlot is a TapRecord as the ring holds it, with where its bytes are:
+// the n bytes before end, rounded up to 8, as a position in data that
+// only grows (the reader frees the bytes up to end).
+type tapSlot struct {
+	NS       int64
+	end      uint64
+	Len      uint32
+	n        uint32
+	Impair   int32
+	FlowRule int32
+	Lcore    uint16
+	RxPort   uint16
+	RxQueue  uint16
+	TxPort   uint16
+	Dir      TapDir
+	Reason   Reason
+	flags    uint8 // tapQueued, tapHasRxECN, tapPaused
+	RxECN    uint8
+}
+
+const (
+	tapQueued = 1 << iota
+	tapHasRxECN
+	tapPaused
+)
+
+// A slot is three to two cache lines.
+var _ [48]byte = [unsafe.Sizeof(tapSlot{})]byte{}
 
 // tap is a worker's view of a tap: its filter, ring and limit, and the
 // worker's own write position.
@@ -155,16 +185,9 @@ type tap struct {
 	res   roce.Result // scratch for filters on RoCE fields outside roce mode
 }
 
-// tapBytes is where a slot's bytes are in the ring's data: data[off:][:n],
-// and the position after them (which the reader frees up to).
-type tapBytes struct {
-	off, n uint32
-	end    uint64
-}
-
 func newTapRing(snap, slots, dataBytes int) *tapRing {
-	return &tapRing{recs: make([]TapRecord, slots), where: make([]tapBytes, slots),
-		data: make([]byte, dataBytes), snap: snap, mask: uint64(slots - 1), dmask: uint64(dataBytes - 1)}
+	return &tapRing{slots: make([]tapSlot, slots), data: make([]byte, dataBytes),
+		snap: snap, mask: uint64(slots - 1), dmask: uint64(dataBytes - 1)}
 }
 
 // selects reports whether t takes packet j of b at point d, with rx port
@@ -255,12 +278,11 @@ func (t *tap) room(n int) (uint64, bool) {
 func (t *tap) prefetch(n int) {
 	r := t.ring
 	i := int(t.pos & r.mask)
-	k := min(n, int(r.mask+1-(t.pos-t.head)), len(r.recs)-i)
+	k := min(n, int(r.mask+1-(t.pos-t.head)), len(r.slots)-i)
 	if k <= 0 {
 		return
 	}
-	prefetch.ForWrite(unsafe.Slice((*byte)(unsafe.Pointer(&r.recs[i])), k*int(unsafe.Sizeof(r.recs[0]))))
-	prefetch.ForWrite(unsafe.Slice((*byte)(unsafe.Pointer(&r.where[i])), k*int(unsafe.Sizeof(r.where[0]))))
+	prefetch.ForWrite(unsafe.Slice((*byte)(unsafe.Pointer(&r.slots[i])), k*int(unsafe.Sizeof(r.slots[0]))))
 	o := int(t.dpos & r.dmask)
 	if free := int(r.dmask + 1 - (t.dpos - t.dhead)); free > 0 {
 		prefetch.ForWrite(r.data[o:min(len(r.data), o+k*128, o+free)])
@@ -268,20 +290,19 @@ func (t *tap) prefetch(n int) {
 }
 
 // record writes packet m to the ring slot and bytes room found.
-func (t *tap) record(m *dpdk.Mbuf, at uint64, rec TapRecord) {
+func (t *tap) record(m *dpdk.Mbuf, at uint64, rec *tapSlot) {
 	rec.Len = uint32(m.PktLen())
-	t.recordBytes(m.Data(), at, &rec)
+	t.recordBytes(m.Data(), at, rec)
 }
 
-func (t *tap) recordBytes(d []byte, at uint64, rec *TapRecord) {
+func (t *tap) recordBytes(d []byte, at uint64, rec *tapSlot) {
 	r := t.ring
-	i := t.pos & r.mask
 	o := at & r.dmask
 	n := copy(r.data[o:o+uint64(min(len(d), r.snap))], d)
-	r.recs[i] = *rec
-	t.pos++
 	t.dpos = at + uint64(n+7)&^7 // the next packet's bytes 8-byte aligned
-	r.where[i] = tapBytes{off: uint32(o), n: uint32(n), end: t.dpos}
+	rec.end, rec.n = t.dpos, uint32(n)
+	r.slots[t.pos&r.mask] = *rec
+	t.pos++
 }
 
 // publish makes the burst's records visible to the reader.
@@ -316,7 +337,7 @@ func (w *Worker) tapRx(b *burst) {
 				}
 				continue
 			}
-			t.record(m, at, TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: TapRx})
+			t.record(m, at, &tapSlot{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: TapRx})
 		}
 		t.publish()
 	}
@@ -372,7 +393,7 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 				continue
 			}
 			// The details only for a packet the tap takes.
-			rec := TapRecord{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: d, Reason: reason}
+			rec := tapSlot{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: d, Reason: reason}
 			if b.flowed {
 				rec.FlowRule = b.flowHit[j]
 			}
@@ -380,17 +401,20 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 				rec.Impair = int32(w.imp.eng.Set().ID(b.imp[j] - 1))
 			}
 			if d == TapTx {
-				rec.TxPort, rec.Queued = txPort, b.fate[j] == fateTaken
+				rec.TxPort = txPort
+				if b.fate[j] == fateTaken {
+					rec.flags |= tapQueued
+				}
 				if w.mode == ModeRoCE {
-					rec.RxECN, rec.HasRxECN = b.res[j].ECN, true
+					rec.RxECN, rec.flags = b.res[j].ECN, rec.flags|tapHasRxECN
 				}
 				if w.qs != nil {
-					if e := &w.qs.eg[b.tx]; e.rx != nil {
-						rec.Paused = e.rx.Paused(b.res[j].TC&7, w.now)
+					if e := &w.qs.eg[b.tx]; e.rx != nil && e.rx.Paused(b.res[j].TC&7, w.now) {
+						rec.flags |= tapPaused
 					}
 				}
 			}
-			t.record(m, at, rec)
+			t.record(m, at, &rec)
 		}
 		t.publish()
 	}
@@ -472,14 +496,16 @@ func (t *Tap) Read(fn func(rec *TapRecord)) int {
 			continue
 		}
 		for ; head != tail; head++ {
-			i := int(head & r.mask)
-			t.cur = r.recs[i]
-			w := r.where[i]
-			t.cur.Data = r.data[w.off : w.off+w.n]
+			s := &r.slots[head&r.mask]
+			off := (s.end - uint64(s.n+7)&^7) & r.dmask
+			t.cur = TapRecord{NS: s.NS, Lcore: s.Lcore, RxPort: s.RxPort, RxQueue: s.RxQueue, TxPort: s.TxPort,
+				Dir: s.Dir, Reason: s.Reason, Queued: s.flags&tapQueued != 0, RxECN: s.RxECN,
+				HasRxECN: s.flags&tapHasRxECN != 0, Paused: s.flags&tapPaused != 0, Impair: s.Impair,
+				FlowRule: s.FlowRule, Len: s.Len, Data: r.data[off : off+uint64(s.n)]}
 			fn(&t.cur)
 			n++
 		}
-		r.dhead.Store(r.where[(head-1)&r.mask].end) // the bytes up to the last record read are free
+		r.dhead.Store(r.slots[(head-1)&r.mask].end) // the bytes up to the last record read are free
 		r.head.Store(head)
 	}
 	return n

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"roce-fwd/dpdk"
@@ -230,7 +231,7 @@ func TestTapDataRing(t *testing.T) {
 		if !ok {
 			t.Fatalf("packet %d: no room with the reader keeping up", written)
 		}
-		tp.recordBytes(d, at, &TapRecord{NS: int64(written), Len: uint32(len(d))})
+		tp.recordBytes(d, at, &tapSlot{NS: int64(written), Len: uint32(len(d))})
 		written++
 		tp.publish()
 		if k%3 == 2 {
@@ -252,7 +253,7 @@ func TestTapDataRing(t *testing.T) {
 		for k := 0; k < 10; k++ {
 			d := bytes.Repeat([]byte{byte(round*10 + k)}, 3000)
 			if at, ok := tp.room(len(d)); ok {
-				tp.recordBytes(d, at, &TapRecord{NS: int64(k), Len: 3000})
+				tp.recordBytes(d, at, &tapSlot{NS: int64(k), Len: 3000})
 				taken++
 			}
 		}
@@ -270,5 +271,39 @@ func TestTapDataRing(t *testing.T) {
 		if len(got) != 2 || got[0] != 0 || got[1] != 1 {
 			t.Errorf("round %d: read %v, want packets 0 and 1", round, got)
 		}
+	}
+}
+
+// Every field of a record comes out of the ring as the worker put it in,
+// each flag on its own.
+func TestTapSlotFields(t *testing.T) {
+	spec := TapSpec{Snaplen: 128, Slots: 16}
+	r := newTapRing(spec.Snaplen, spec.Slots, tapDataBytes(spec))
+	tp := &tap{ring: r}
+	reader := &Tap{rings: []*tapRing{r}, spec: spec}
+	var want []TapRecord
+	for k := 0; k < 8; k++ {
+		d := bytes.Repeat([]byte{byte(k)}, 60+k)
+		s := tapSlot{NS: int64(1e18) + int64(k), Len: uint32(1000 + k), Impair: int32(k - 4), FlowRule: int32(k * 3),
+			Lcore: uint16(k + 1), RxPort: uint16(k + 2), RxQueue: uint16(k + 3), TxPort: uint16(k + 4),
+			Dir: TapDir(1 << (k % 3)), Reason: Reason(k), flags: uint8(k), RxECN: uint8(k % 4)}
+		want = append(want, TapRecord{NS: s.NS, Lcore: s.Lcore, RxPort: s.RxPort, RxQueue: s.RxQueue, TxPort: s.TxPort,
+			Dir: s.Dir, Reason: s.Reason, Queued: k&1 != 0, RxECN: s.RxECN, HasRxECN: k&2 != 0, Paused: k&4 != 0,
+			Impair: s.Impair, FlowRule: s.FlowRule, Len: s.Len, Data: d})
+		at, ok := tp.room(len(d))
+		if !ok {
+			t.Fatal("no room")
+		}
+		tp.recordBytes(d, at, &s)
+	}
+	tp.publish()
+	var got []TapRecord
+	reader.Read(func(rec *TapRecord) {
+		c := *rec
+		c.Data = append([]byte(nil), rec.Data...)
+		got = append(got, c)
+	})
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back\n%+v\nwant\n%+v", got, want)
 	}
 }
