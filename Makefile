@@ -70,12 +70,15 @@ soak: test-deps
 # BENCH_MEM and the other knobs), then the per-packet Go benchmarks. Not a
 # test: goals are marked met or missed, nothing fails on them.
 bench: build
+	@sh scripts/deps.sh bench
 	@bash scripts/bench.sh $(BIN) $(BENCH_SECONDS) $(BENCH_ROUNDS)
 	@echo
 	$(GO) test -run '^$$' -bench 'Classify|ICRC|Stage|Observe|ResponderMix' -benchtime 2s ./roce ./rocestats ./qpstats
 	@echo
 	@echo "a worker's own cost per packet (a net_ring port looped to itself: no PMD work to speak of)"
 	$(GO) test -run '^$$' -bench 'Poll' -benchtime 2s ./pipeline
+	@echo
+	@bash scripts/instructions.sh
 	@echo
 	@echo "software flow table: per-packet match on 1k rules, actions, insertion (rules/s)"
 	$(GO) test -run '^$$' -bench 'Match1k|Apply|Compile1k' -benchtime 2s ./flowrule

@@ -2,6 +2,7 @@
 # Installs what roce-fwd needs from Debian packages, only when missing.
 #   deps.sh        build and run: DPDK 22.11 (libdpdk-dev, dpdk-dev), pkg-config
 #   deps.sh deb    plus dpkg-dev (dpkg-shlibdeps, for make deb)
+#   deps.sh bench  plus valgrind (instruction counts under callgrind)
 #   deps.sh test   plus the test tools: tshark, python3-scapy, chromium (the
 #                  HTML report loaded headless), prometheus (promtool and the
 #                  server, for deploy/), dpkg-dev and systemd (systemd-analyze)
@@ -20,6 +21,9 @@ case "${1:-}" in test | deb)
 	command -v dpkg-shlibdeps >/dev/null 2>&1 || add dpkg-dev
 	;;
 esac
+if [ "${1:-}" = bench ]; then
+	command -v valgrind >/dev/null 2>&1 || add valgrind
+fi
 if [ "${1:-}" = test ]; then
 	command -v systemd-analyze >/dev/null 2>&1 || add systemd
 	command -v tshark >/dev/null 2>&1 || add tshark
