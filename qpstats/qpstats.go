@@ -249,6 +249,10 @@ type Table struct {
 	now     int64  // the latest time Find was given, to unwrap bucket times
 	age     uint32 // now in bucket time units, set by Begin
 	stats   TableStats
+	// crowded: the table is at least 7/8 full, so that a new flow's miss,
+	// common when more flows than slots come, looks in its second bucket
+	// too (it evicts from either). Add then stages both buckets' loads.
+	crowded bool
 	one     Batch     // Observe's batch of one
 	psn     PSNEvents // over every flow, for offline callers (PSNEvents)
 	// memo is the slot where each of the last flows found was, by a hash
@@ -314,7 +318,7 @@ type Batch struct {
 	items   []item
 	nb      int       // bucket addresses in buckets
 	loaded  int       // of which Prefetch has had the CPU load this many
-	buckets []uintptr // the items' first buckets, to prefetch
+	buckets []uintptr // the items' first buckets (and second, crowded), to prefetch
 	slots   []uintptr // the items' slot lines: one each, four for a new flow
 }
 
@@ -336,7 +340,7 @@ type item struct {
 
 // NewBatch makes a batch for up to n packets.
 func NewBatch(n int) *Batch {
-	return &Batch{items: make([]item, n), buckets: make([]uintptr, n), slots: make([]uintptr, 4*n)}
+	return &Batch{items: make([]item, n), buckets: make([]uintptr, 2*n), slots: make([]uintptr, 4*n)}
 }
 
 // Len is the number of packets staged since the last Reset.
@@ -466,6 +470,10 @@ func (t *Table) Add(b *Batch, j int, k Addrs, r *roce.Result) {
 	b.n++
 	b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
 	b.nb++
+	if t.crowded {
+		b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[it.alt]))
+		b.nb++
+	}
 }
 
 // memoIndex is where the memo keeps a key: a flow and its reverse (a
@@ -490,6 +498,7 @@ func (t *Table) Find(b *Batch, now int64) {
 		return
 	}
 	prefetch.Lines(b.buckets[b.loaded:b.nb])
+	t.crowded = t.stats.Used >= len(t.slots)-len(t.slots)/8 // for the next burst's Add
 	t.now = max(t.now, now)
 	age := uint32(now >> ageShift)
 	items := b.items[:n]

@@ -278,6 +278,9 @@ func TestBatchEqualsOneAtATime(t *testing.T) {
 	if s1 != s2 || s1.Evictions == 0 {
 		t.Errorf("stats one at a time %+v, batched %+v", s1, s2)
 	}
+	if !batched.crowded { // so both buckets of each key were staged
+		t.Error("a table with more flows than slots is not crowded")
+	}
 	if !slices.Equal(e1, e2) {
 		t.Errorf("tables differ:\n%+v\n%+v", e1, e2)
 	}
