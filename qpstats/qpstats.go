@@ -571,6 +571,27 @@ func (bk *bucket) find(sig uint32) int {
 	return bits.TrailingZeros8(uint8(m | m>>31))
 }
 
+// oldest returns the way idle longest at time age among the ways of two
+// buckets' ages a and c (c's ways numbered from ways on; the lowest
+// number among equals), and how long it has been idle. Each way's idle
+// time goes into a key with its number, and the keys meet in a tree of
+// maxima: four compares deep, where a scan way by way is sixteen, each
+// waiting for the one before.
+func oldest(age uint32, a, c *[ways]uint32) (int, uint32) {
+	key := func(ages *[ways]uint32, w int, n uint64) uint64 {
+		return uint64(age-ages[w])<<5 | (31 - n) // the lower number wins a tie
+	}
+	m := max(
+		max(max(key(a, 0, 0), key(a, 1, 1)), max(key(a, 2, 2), key(a, 3, 3))),
+		max(max(key(a, 4, 4), key(a, 5, 5)), max(key(a, 6, 6), key(a, 7, 7))),
+		max(max(key(c, 0, 8), key(c, 1, 9)), max(key(c, 2, 10), key(c, 3, 11))),
+		max(max(key(c, 4, 12), key(c, 5, 13)), max(key(c, 6, 14), key(c, 7, 15))))
+	return int(31 - m&31), uint32(m >> 5)
+}
+
+// oldest is written out for eight ways.
+var _ [8]struct{} = [ways]struct{}{}
+
 // claim takes a way for a new key in its first bucket, or in its second
 // when the first is full (so that at half load no flow is left without a
 // slot, while nearly every flow sits in its first bucket, the only one a
@@ -588,14 +609,10 @@ func (t *Table) claim(it *item, age uint32) (*bucket, int) {
 			return ab, t.take(ab, w, it.sig)
 		}
 	}
-	victim, vb, idle := 0, it.bkt, age-bk.age[0]
-	for _, b := range [2]uint32{it.bkt, it.alt} {
-		c := &t.buckets[b]
-		for w := range c.age {
-			if d := age - c.age[w]; d > idle {
-				victim, vb, idle = w, b, d
-			}
-		}
+	victim, idle := oldest(age, &bk.age, &t.buckets[it.alt].age)
+	vb := it.bkt
+	if victim >= ways {
+		victim, vb = victim-ways, it.alt
 	}
 	if t.maxAge > 0 && idle > t.maxAge {
 		t.stats.Aged++

@@ -627,3 +627,33 @@ func TestBucketFind(t *testing.T) {
 		}
 	}
 }
+
+// oldest picks what a scan of both buckets way by way picks: the way
+// idle longest (ages compared modulo 2^32), the first among equals.
+func TestOldest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := range 200000 {
+		var a, c [ways]uint32
+		age := rng.Uint32()
+		for w := range ways {
+			a[w], c[w] = age-uint32(rng.IntN(6)), age-uint32(rng.IntN(6)) // many equals
+			if i%3 == 0 {
+				a[w], c[w] = rng.Uint32(), rng.Uint32()
+			}
+		}
+		if i%5 == 0 {
+			c = a // a key whose two buckets are one
+		}
+		want, wantIdle := 0, age-a[0]
+		for n, ages := range [2]*[ways]uint32{&a, &c} {
+			for w := range ways {
+				if d := age - ages[w]; d > wantIdle {
+					want, wantIdle = n*ways+w, d
+				}
+			}
+		}
+		if got, idle := oldest(age, &a, &c); got != want || idle != wantIdle {
+			t.Fatalf("age %d, ages %v %v: way %d idle %d, want way %d idle %d", age, a, c, got, idle, want, wantIdle)
+		}
+	}
+}
