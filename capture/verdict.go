@@ -292,8 +292,6 @@ func appendMarks(b []byte, r *roce.Result) []byte {
 	return append(b, ecnNames[r.ECN&3]...)
 }
 
-func appendHex6(b []byte, v uint32) []byte { return appendHex(b, uint64(v), 6) }
-
 // appendHex appends v in hex, zero-padded to width digits, in place.
 func appendHex(b []byte, v uint64, width int) []byte {
 	const digits = "0123456789abcdef"
