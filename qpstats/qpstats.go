@@ -187,6 +187,10 @@ const (
 	psnMask      = 0xffffff
 	psnKnown     = 1 << 31
 	psnAfterRead = 1 << 30 // the last request was a READ: any forward PSN is in order
+	// coldStale (kept in psn, whose other bits the counting keeps apart):
+	// the slot's cold part past gapPSNs still holds an earlier flow's
+	// counts, which its first write there (rest) zeroes.
+	coldStale = 1 << 29
 )
 
 // cold is what only insertions, CE marks, PSN gaps, NAKs and counter
@@ -217,7 +221,7 @@ const (
 // Victim counts what the QoS stage did to a packet of the flow in slot,
 // as Hit or Update returned it.
 func (t *Table) Victim(slot int32, k VictimKind) {
-	t.cold[slot].victim[k%numVictims]++
+	t.rest(uint32(slot)).victim[k%numVictims]++
 }
 
 // SlotBytes is the memory of one slot: its share of a bucket, its hot
@@ -319,7 +323,7 @@ type Batch struct {
 	nb      int       // bucket addresses in buckets
 	loaded  int       // of which Prefetch has had the CPU load this many
 	buckets []uintptr // the items' first buckets (and second, crowded), to prefetch
-	slots   []uintptr // the items' slot lines: one each, four for a new flow
+	slots   []uintptr // the items' slot lines: one each, two for a new flow or a CE mark
 }
 
 // item is one packet's lookup: its key, the key's two buckets and
@@ -340,7 +344,7 @@ type item struct {
 
 // NewBatch makes a batch for up to n packets.
 func NewBatch(n int) *Batch {
-	return &Batch{items: make([]item, n), buckets: make([]uintptr, 2*n), slots: make([]uintptr, 4*n)}
+	return &Batch{items: make([]item, n), buckets: make([]uintptr, 2*n), slots: make([]uintptr, 2*n)}
 }
 
 // Len is the number of packets staged since the last Reset.
@@ -519,7 +523,7 @@ func (t *Table) Find(b *Batch, now int64) {
 		bk.age[w&(ways-1)] = age
 		it.slot = it.bkt*ways + uint32(w)
 	}
-	slots := b.slots[:4*n]
+	slots := b.slots[:2*n]
 	ns := 0
 	for i := range items {
 		it := &items[i]
@@ -528,14 +532,9 @@ func (t *Table) Find(b *Batch, now int64) {
 		}
 		slots[ns] = uintptr(unsafe.Pointer(&t.slots[it.slot]))
 		ns++
-		if it.fresh || it.ce { // Update writes its cold part too
-			c := uintptr(unsafe.Pointer(&t.cold[it.slot]))
-			slots[ns] = c
+		if it.fresh || it.ce { // Update writes the first line of its cold part too
+			slots[ns] = uintptr(unsafe.Pointer(&t.cold[it.slot]))
 			ns++
-			if it.fresh { // all of it: fill clears it
-				slots[ns], slots[ns+1] = c+64, c+128
-				ns += 2
-			}
 		}
 	}
 	prefetch.Lines(slots[:ns])
@@ -671,12 +670,12 @@ func (t *Table) Count(slot int32, r *roce.Result, frameLen int) {
 	s := &t.slots[i]
 	nb := s.bytes + uint32(frameLen)
 	if nb < s.bytes {
-		t.cold[i].bytesHigh++
+		t.rest(i).bytesHigh++
 	}
 	s.bytes = nb
 	class := classOf[r.Opcode] & (NumClasses - 1) // the mask spares a bounds check
 	if s.mix[class]++; s.mix[class] == 0 {
-		t.cold[i].mixHigh[class]++
+		t.rest(i).mixHigh[class]++
 	}
 	if r.ECN == 3 {
 		t.cold[i].ce++
@@ -703,7 +702,7 @@ func (t *Table) Count(slot int32, r *roce.Result, frameLen int) {
 	// branch on d == 0, which an in-order packet takes and an ACK or a
 	// CNP (whose d means nothing) does not, in the port's mix of classes.
 	gap := known & b2u(d-1 < 1<<23-1) &^ (st >> 30)
-	next := (r.PSN+1)&psnMask | psnKnown | pc&psnAfterRead
+	next := (r.PSN+1)&psnMask | psnKnown | pc&psnAfterRead | st&coldStale
 	if gap&tracked != 0 {
 		t.psnGap(i, d)
 		s.psn = next
@@ -712,7 +711,7 @@ func (t *Table) Count(slot int32, r *roce.Result, frameLen int) {
 	behind := known & b2u(d >= 1<<23) & tracked
 	o := s.ooo + behind
 	if o < s.ooo { // the low word carries
-		t.cold[i].oooHigh++
+		t.rest(i).oooHigh++
 	}
 	s.ooo = o
 	t.psn.OutOfOrder += uint64(behind)
@@ -750,16 +749,37 @@ func b2u(b bool) uint32 {
 // nak counts a NAK or an RNR NAK with syndrome syn into slot i.
 func (t *Table) nak(i uint32, syn roce.AETHSyndrome) {
 	if syn.IsNAK() {
-		t.cold[i].naks[nakIndex(syn.NAKCode())]++
+		t.rest(i).naks[nakIndex(syn.NAKCode())]++
 	} else if syn.IsRNRNAK() {
-		t.cold[i].rnrNAKs++
+		t.rest(i).rnrNAKs++
 	}
 }
 
 // fill makes slot i the flow of k and qp, first seen at now.
 func (t *Table) fill(i uint32, k Addrs, qp uint32, now int64) {
-	t.slots[i] = slot{src: [2]uint64{k.s0, k.s1}, dst: [2]uint64{k.d0, k.d1}, qp: qp}
-	t.cold[i] = cold{firstSeen: now}
+	t.slots[i] = slot{src: [2]uint64{k.s0, k.s1}, dst: [2]uint64{k.d0, k.d1}, qp: qp, psn: coldStale}
+	c := &t.cold[i]
+	c.firstSeen, c.ce, c.gaps, c.gapPSNs = now, 0, 0, 0
+}
+
+// rest is slot i's cold part for a write past gapPSNs, zeroed first if
+// it still holds an earlier flow's counts. fill leaves them: a new flow
+// writes there rarely (a counter's carry, a NAK, what QoS did to it),
+// and with more flows than slots nearly every packet fills a slot, two
+// of whose three cold lines it then need not load.
+func (t *Table) rest(i uint32) *cold {
+	c := &t.cold[i]
+	if s := &t.slots[i]; s.psn&coldStale != 0 {
+		s.psn &^= coldStale
+		c.clearRest()
+	}
+	return c
+}
+
+// clearRest zeroes the counts past gapPSNs.
+func (c *cold) clearRest() {
+	c.naks, c.rnrNAKs, c.bytesHigh, c.oooHigh = [NumNAKs]uint64{}, 0, 0, 0
+	c.mixHigh, c.victim = [NumClasses]uint64{}, [numVictims]uint64{}
 }
 
 // resolve finds the key among the ways of its two buckets with its
@@ -814,7 +834,10 @@ func (t *Table) Stats() TableStats { return t.stats }
 
 // entry assembles slot i's flow.
 func (t *Table) entry(i int) Entry {
-	s, c := &t.slots[i], &t.cold[i]
+	s, c := &t.slots[i], t.cold[i]
+	if s.psn&coldStale != 0 {
+		c.clearRest()
+	}
 	e := Entry{Key: Key{Src: s.src, Dst: s.dst, QP: s.qp}, Counters: Counters{
 		Bytes: c.bytesHigh<<32 | uint64(s.bytes), FirstSeen: c.firstSeen, LastSeen: t.lastSeen(i),
 		ExpectedPSN: s.psn & psnMask, PSNKnown: s.psn&psnKnown != 0,

@@ -657,3 +657,67 @@ func TestOldest(t *testing.T) {
 		}
 	}
 }
+
+// A slot taken from an evicted flow starts the new flow's counts at zero,
+// though fill leaves the cold part past its first line as it was (rest
+// zeroes it at the new flow's first write there, and a copy reads it as
+// zero before that).
+func TestSlotReuseStartsFromZero(t *testing.T) {
+	const ms = int64(1e6)
+	tab := New(16, 0)
+	b := NewBatch(1)
+	slotOf := func(p pkt, now int64) int32 {
+		f, r := frame(t, p)
+		tab.Begin(b, now)
+		if s := stage(tab, b, 0, f, &r); s >= 0 {
+			return s
+		}
+		tab.Find(b, now)
+		return tab.Update(b, 0, &r, len(f), now)
+	}
+	// Sixteen flows with every cold count: NAKs, RNR NAKs, what QoS did,
+	// and a carry of the SEND counter.
+	for qp := uint32(0); qp < 16; qp++ {
+		p := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: ack, syn: roce.SyndromeNAK(roce.NAKPSNSequenceError)}
+		s := slotOf(p, 1)
+		p.syn = roce.SyndromeRNRNAK(3)
+		slotOf(p, 1)
+		for k := range numVictims {
+			tab.Victim(s, k)
+		}
+		f, r := frame(t, pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly})
+		for range 1 << 16 {
+			tab.Count(s, &r, len(f))
+		}
+	}
+	// Newer flows evict them (and then each other), one SEND each; half
+	// get a NAK and a QoS mark, their first writes past the cold part's
+	// first line.
+	for qp := uint32(100); qp < 140; qp++ {
+		now := int64(qp) * ms
+		s := slotOf(pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly}, now)
+		if qp%2 == 0 {
+			slotOf(pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: ack, syn: roce.SyndromeNAK(roce.NAKPSNSequenceError)}, now)
+			tab.Victim(s, VictimMarked)
+		}
+	}
+	entries, st := tab.CopyTo(nil)
+	if st.Evictions < 40 || len(entries) < 8 {
+		t.Fatalf("%d entries, %+v", len(entries), st)
+	}
+	for _, e := range entries {
+		c := e.Counters
+		var naks, marked uint64
+		if e.Key.QP%2 == 0 {
+			naks, marked = 1, 1
+		}
+		var sum uint64
+		for _, n := range c.NAKs {
+			sum += n
+		}
+		if e.Key.QP < 100 || sum != naks || c.RNRNAKs != 0 || c.MarkedCE != marked || c.HeldPaused != 0 ||
+			c.QoSDropped != 0 || c.Mix[ClassOf(sendOnly)] != 1 {
+			t.Errorf("qp %d: %+v", e.Key.QP, c)
+		}
+	}
+}
