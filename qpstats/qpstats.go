@@ -22,10 +22,13 @@
 // eight signatures and coarse last-seen times, so a lookup, an insertion
 // and the choice of a victim read one line, never the slots themselves.
 // What packets update sits in one cache line, the slot; what only NAKs,
-// CE marks and insertions touch is kept apart. A port with a handful of
-// busy QPs pays for none of this: Hit finds a packet of one of the flows
-// found last in a memo, and Count counts it at once, in its slot still in
-// the cache; only the others are staged (Add). The memory can come from
+// CE marks, counter carries and insertions touch is kept apart, and an
+// insertion writes only its first line (the rest is zeroed at the flow's
+// first write there). When the table is nearly full, so that insertions
+// evict, a key's second bucket is loaded with its first. A port with a
+// handful of busy QPs pays for none of this: Hit finds a packet of one of
+// the flows found last in a memo, and Count counts it at once, in its slot
+// still in the cache; only the others are staged (Add). The memory can come from
 // the caller (DPDK's hugepage heap on the worker's socket: no TLB misses
 // on 4 KB pages, invisible to the Go garbage collector).
 package qpstats
