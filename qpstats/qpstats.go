@@ -28,9 +28,9 @@
 // evict, a key's second bucket is loaded with its first. A port with a
 // handful of busy QPs pays for none of this: Hit finds a packet of one of
 // the flows found last in a memo, and Count counts it at once, in its slot
-// still in the cache; only the others are staged (Add). The memory can come from
-// the caller (DPDK's hugepage heap on the worker's socket: no TLB misses
-// on 4 KB pages, invisible to the Go garbage collector).
+// still in the cache; only the others are staged (Add). The memory can
+// come from the caller (DPDK's hugepage heap on the worker's socket: no
+// TLB misses on 4 KB pages, invisible to the Go garbage collector).
 package qpstats
 
 import (
