@@ -37,13 +37,14 @@ func (s writerSink) close(b []byte) error {
 // own, so that the next buffer fills while the last is written.
 //
 // Where the file system takes direct I/O (ext4, xfs: not tmpfs), the file
-// is opened with O_DIRECT and only whole 4 KiB blocks are written, from
-// page-aligned buffers, the rest of a buffer carried to the start of the
-// next. The disk then reads the blocks from the buffer itself: no copy
-// into the page cache, which for a capture of millions of packets a
-// second costs the kernel more CPU than the writer's own work. The last
-// partial block is written through the page cache when the capture ends,
-// so until then up to 4 KiB of packets wait in the buffer.
+// is switched to O_DIRECT (directIO) and only whole 4 KiB blocks are
+// written, from page-aligned buffers, the rest of a buffer carried to the
+// start of the next. The disk then reads the blocks from the buffer
+// itself: no copy into the page cache, which for a capture of millions of
+// packets a second costs the kernel more CPU than the writer's own work.
+// What is left when the capture ends (the last partial block, and what
+// was not yet handed over) is written through the page cache; until then
+// up to 4 KiB of packets wait in the buffer after an idle flush.
 type fileSink struct {
 	f      *os.File
 	direct bool
