@@ -190,26 +190,40 @@ const (
 	psnMask      = 0xffffff
 	psnKnown     = 1 << 31
 	psnAfterRead = 1 << 30 // the last request was a READ: any forward PSN is in order
-	// coldStale (kept in psn, whose other bits the counting keeps apart):
-	// the slot's cold part past gapPSNs still holds an earlier flow's
-	// counts, which its first write there (rest) zeroes.
-	coldStale = 1 << 29
 )
 
-// cold is what only insertions, CE marks, PSN gaps, NAKs and counter
-// carries touch.
+// cold is what only insertions, CE marks, PSN gaps, NAKs, what QoS did
+// and counter carries touch. Its first line is what an insertion writes
+// and the counting of a packet may: the carries and CE marks. The rest is
+// written rarely and zeroed lazily: an insertion sets restStale in
+// firstSeen, and the first write there (rest) zeroes it first. With more
+// flows than slots nearly every packet inserts, and then loads one cold
+// line, not three.
 type cold struct {
-	firstSeen int64
-	ce        uint64
-	gaps      uint64
-	gapPSNs   uint64
-	naks      [NumNAKs]uint64
-	rnrNAKs   uint64
+	firstSeen int64              // unix ns, and restStale
+	ce        uint64             // CE-marked packets
 	bytesHigh uint64             // slot.bytes wrapped this often (units of 2^32)
 	oooHigh   uint64             // slot.ooo wrapped this often (2^32)
-	mixHigh   [NumClasses]uint64 // slot.mix wrapped this often (2^16)
-	victim    [numVictims]uint64 // Victim's counts
+	mixHigh   [NumClasses]uint32 // slot.mix wrapped this often (2^16)
+	coldRare
+	_ [4]uint64
 }
+
+// coldRare is the cold part past its first line, zeroed lazily (rest).
+type coldRare struct {
+	gaps    uint64
+	gapPSNs uint64
+	naks    [NumNAKs]uint64
+	rnrNAKs uint64
+	victim  [numVictims]uint64 // Victim's counts
+}
+
+// restStale, in cold.firstSeen: the cold part past its first line still
+// holds an earlier flow's counts. Unix nanoseconds reach bit 62 in 2116.
+const restStale = 1 << 62
+
+// The first line ends where the rest begins.
+var _ [64]byte = [unsafe.Offsetof(cold{}.coldRare)]byte{}
 
 // VictimKind is what the QoS stage did to a flow's packet.
 type VictimKind uint8
@@ -673,12 +687,12 @@ func (t *Table) Count(slot int32, r *roce.Result, frameLen int) {
 	s := &t.slots[i]
 	nb := s.bytes + uint32(frameLen)
 	if nb < s.bytes {
-		t.rest(i).bytesHigh++
+		t.cold[i].bytesHigh++
 	}
 	s.bytes = nb
 	class := classOf[r.Opcode] & (NumClasses - 1) // the mask spares a bounds check
 	if s.mix[class]++; s.mix[class] == 0 {
-		t.rest(i).mixHigh[class]++
+		t.cold[i].mixHigh[class]++
 	}
 	if r.ECN == 3 {
 		t.cold[i].ce++
@@ -705,7 +719,7 @@ func (t *Table) Count(slot int32, r *roce.Result, frameLen int) {
 	// branch on d == 0, which an in-order packet takes and an ACK or a
 	// CNP (whose d means nothing) does not, in the port's mix of classes.
 	gap := known & b2u(d-1 < 1<<23-1) &^ (st >> 30)
-	next := (r.PSN+1)&psnMask | psnKnown | pc&psnAfterRead | st&coldStale
+	next := (r.PSN+1)&psnMask | psnKnown | pc&psnAfterRead
 	if gap&tracked != 0 {
 		t.psnGap(i, d)
 		s.psn = next
@@ -714,7 +728,7 @@ func (t *Table) Count(slot int32, r *roce.Result, frameLen int) {
 	behind := known & b2u(d >= 1<<23) & tracked
 	o := s.ooo + behind
 	if o < s.ooo { // the low word carries
-		t.rest(i).oooHigh++
+		t.cold[i].oooHigh++
 	}
 	s.ooo = o
 	t.psn.OutOfOrder += uint64(behind)
@@ -751,38 +765,41 @@ func b2u(b bool) uint32 {
 
 // nak counts a NAK or an RNR NAK with syndrome syn into slot i.
 func (t *Table) nak(i uint32, syn roce.AETHSyndrome) {
-	if syn.IsNAK() {
-		t.rest(i).naks[nakIndex(syn.NAKCode())]++
-	} else if syn.IsRNRNAK() {
-		t.rest(i).rnrNAKs++
+	c := t.rest(i) // the caller saw a NAK or an RNR NAK
+	switch syn.Kind() {
+	case roce.AckKindNAK:
+		c.naks[nakOf[syn&31]]++
+	case roce.AckKindRNRNAK:
+		c.rnrNAKs++
 	}
 }
+
+// nakOf is nakIndex by code: a table, so that nak, with a switch too
+// large to inline, is inlined into Count (and Count's into the classify
+// pass without a call, whose spills cost every packet).
+var nakOf = func() (t [32]uint8) {
+	for c := range t {
+		t[c] = uint8(nakIndex(roce.NAKCode(c)))
+	}
+	return
+}()
 
 // fill makes slot i the flow of k and qp, first seen at now.
 func (t *Table) fill(i uint32, k Addrs, qp uint32, now int64) {
-	t.slots[i] = slot{src: [2]uint64{k.s0, k.s1}, dst: [2]uint64{k.d0, k.d1}, qp: qp, psn: coldStale}
+	t.slots[i] = slot{src: [2]uint64{k.s0, k.s1}, dst: [2]uint64{k.d0, k.d1}, qp: qp}
 	c := &t.cold[i]
-	c.firstSeen, c.ce, c.gaps, c.gapPSNs = now, 0, 0, 0
+	c.firstSeen, c.ce, c.bytesHigh, c.oooHigh, c.mixHigh = now|restStale, 0, 0, 0, [NumClasses]uint32{}
 }
 
-// rest is slot i's cold part for a write past gapPSNs, zeroed first if
-// it still holds an earlier flow's counts. fill leaves them: a new flow
-// writes there rarely (a counter's carry, a NAK, what QoS did to it),
-// and with more flows than slots nearly every packet fills a slot, two
-// of whose three cold lines it then need not load.
+// rest is slot i's cold part for a write past its first line, zeroed
+// first if it still holds an earlier flow's counts.
 func (t *Table) rest(i uint32) *cold {
 	c := &t.cold[i]
-	if s := &t.slots[i]; s.psn&coldStale != 0 {
-		s.psn &^= coldStale
-		c.clearRest()
+	if c.firstSeen&restStale != 0 {
+		c.firstSeen &^= restStale
+		c.coldRare = coldRare{}
 	}
 	return c
-}
-
-// clearRest zeroes the counts past gapPSNs.
-func (c *cold) clearRest() {
-	c.naks, c.rnrNAKs, c.bytesHigh, c.oooHigh = [NumNAKs]uint64{}, 0, 0, 0
-	c.mixHigh, c.victim = [NumClasses]uint64{}, [numVictims]uint64{}
 }
 
 // resolve finds the key among the ways of its two buckets with its
@@ -809,7 +826,7 @@ func (t *Table) resolve(it *item, k Addrs, qp uint32, now int64) uint32 {
 // psnGap counts a PSN d ahead of slot i's expectation: packets lost, or
 // reordered, on the way.
 func (t *Table) psnGap(i uint32, d uint32) {
-	c := &t.cold[i]
+	c := t.rest(i)
 	c.gaps++
 	c.gapPSNs += uint64(d)
 	t.psn.Gaps++
@@ -838,9 +855,10 @@ func (t *Table) Stats() TableStats { return t.stats }
 // entry assembles slot i's flow.
 func (t *Table) entry(i int) Entry {
 	s, c := &t.slots[i], t.cold[i]
-	if s.psn&coldStale != 0 {
-		c.clearRest()
+	if c.firstSeen&restStale != 0 {
+		c.coldRare = coldRare{}
 	}
+	c.firstSeen &^= restStale
 	e := Entry{Key: Key{Src: s.src, Dst: s.dst, QP: s.qp}, Counters: Counters{
 		Bytes: c.bytesHigh<<32 | uint64(s.bytes), FirstSeen: c.firstSeen, LastSeen: t.lastSeen(i),
 		ExpectedPSN: s.psn & psnMask, PSNKnown: s.psn&psnKnown != 0,
@@ -848,7 +866,7 @@ func (t *Table) entry(i int) Entry {
 		NAKs: c.naks, RNRNAKs: c.rnrNAKs, CE: c.ce,
 		MarkedCE: c.victim[VictimMarked], HeldPaused: c.victim[VictimHeld], QoSDropped: c.victim[VictimDropped]}}
 	for k := range e.Mix {
-		e.Mix[k] = c.mixHigh[k]<<16 | uint64(s.mix[k])
+		e.Mix[k] = uint64(c.mixHigh[k])<<16 | uint64(s.mix[k])
 	}
 	return e
 }
@@ -860,7 +878,7 @@ func (t *Table) lastSeen(i int) int64 {
 	age := t.buckets[i/ways].age[i%ways]
 	now := t.now >> ageShift
 	last := (now - int64(uint32(now)-age)) << ageShift
-	return max(last, t.cold[i].firstSeen)
+	return max(last, t.cold[i].firstSeen&^restStale)
 }
 
 // CopyTo copies the flows into dst (reusing its storage) and returns it
