@@ -795,11 +795,17 @@ func (t *Table) fill(i uint32, k Addrs, qp uint32, now int64) {
 // first if it still holds an earlier flow's counts.
 func (t *Table) rest(i uint32) *cold {
 	c := &t.cold[i]
+	c.settle()
+	return c
+}
+
+// settle zeroes c's rare counts if they are an earlier flow's, and drops
+// the mark.
+func (c *cold) settle() {
 	if c.firstSeen&restStale != 0 {
 		c.firstSeen &^= restStale
 		c.coldRare = coldRare{}
 	}
-	return c
 }
 
 // resolve finds the key among the ways of its two buckets with its
@@ -854,11 +860,8 @@ func (t *Table) Stats() TableStats { return t.stats }
 
 // entry assembles slot i's flow.
 func (t *Table) entry(i int) Entry {
-	s, c := &t.slots[i], t.cold[i]
-	if c.firstSeen&restStale != 0 {
-		c.coldRare = coldRare{}
-	}
-	c.firstSeen &^= restStale
+	s, c := &t.slots[i], t.cold[i] // a copy: reading leaves the table as it is
+	c.settle()
 	e := Entry{Key: Key{Src: s.src, Dst: s.dst, QP: s.qp}, Counters: Counters{
 		Bytes: c.bytesHigh<<32 | uint64(s.bytes), FirstSeen: c.firstSeen, LastSeen: t.lastSeen(i),
 		ExpectedPSN: s.psn & psnMask, PSNKnown: s.psn&psnKnown != 0,
