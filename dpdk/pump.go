@@ -77,8 +77,11 @@ func NewPump(qs []PumpQueue, socket int) (*Pump, error) {
 	return p, nil
 }
 
-// Run drains every ring once, up to 64 packets each, in one cgo call,
-// and returns the packets moved.
+// PumpBurst is the most a Run takes from one ring.
+const PumpBurst = C.RF_PUMP_BURST
+
+// Run drains every ring once, up to PumpBurst packets each, in one cgo
+// call, and returns the packets moved.
 func (p *Pump) Run() int { return int(C.rf_pump_run(C.uintptr_t(uintptr(unsafe.Pointer(p.c))))) }
 
 // Counts are what queue i transmitted and dropped (its port refused them).

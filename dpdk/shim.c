@@ -73,8 +73,8 @@ uint32_t rf_pump_run(uintptr_t pump)
 
 	for (i = 0; i < p->n; i++) {
 		struct rf_pump_q *q = &p->q[i];
-		struct rte_mbuf *b[64];
-		unsigned int n = rte_ring_sc_dequeue_burst(q->ring, (void **)b, 64, NULL);
+		struct rte_mbuf *b[RF_PUMP_BURST];
+		unsigned int n = rte_ring_sc_dequeue_burst(q->ring, (void **)b, RF_PUMP_BURST, NULL);
 		uint16_t sent = 0, retries = 4;
 
 		while (sent < n) {

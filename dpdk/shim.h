@@ -82,8 +82,9 @@ struct rf_pump {
 	struct rf_pump_q *q;
 };
 
-/* Drains each ring once (up to a burst of 64 per ring); returns the
- * packets moved. */
+/* Drains each ring once (up to RF_PUMP_BURST packets per ring); returns
+ * the packets moved. */
+#define RF_PUMP_BURST 64
 uint32_t rf_pump_run(uintptr_t pump);
 
 /* Lcore launch: the trampoline calls back into Go with a cgo.Handle. */
