@@ -245,5 +245,12 @@ func rfLcoreMain(h C.uintptr_t) {
 	handle := cgo.Handle(h)
 	fn := handle.Value().(func())
 	handle.Delete()
+	// Locked, so that a thread the runtime starts while this one runs Go
+	// code (to run a goroutine the worker made ready) is cloned from the
+	// runtime's template thread, on the control plane's CPUs, not from
+	// this one: a clone of an lcore thread inherits its CPU and would
+	// preempt the worker there.
+	runtime.LockOSThread()
 	fn()
+	runtime.UnlockOSThread()
 }
