@@ -311,7 +311,7 @@ func (rr *RoCEReport) writeText(w io.Writer, top []qpstats.FlowReport) {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "  QP tables: %d flows in %d slots (%.1f MiB of hugepage memory), %d evictions, %d aged out\n",
+	fmt.Fprintf(w, "  QP tables: %d flows in %d slots (%.1f MiB of DPDK memory), %d evictions, %d aged out\n",
 		rr.QPFlows, rr.QPTable.Slots, float64(rr.QPTable.Bytes)/(1<<20), rr.QPTable.Evictions, rr.QPTable.Aged)
 	for _, f := range top[:min(len(top), 5)] {
 		naks := uint64(0)

@@ -85,7 +85,7 @@ func TestWriteText(t *testing.T) {
 		"  Drops by reason: bad_icrc 2, tx_full 10",
 		"  RoCE on port in: 800 of 1000 frames (80.0%), CNP 5, ECN ect0 700 ect1 0 ce 50 not-ect 50, ICRC ok 798 bad 2, malformed: bad_udp_len 3, short_bth 1",
 		"  RoCE on port out: 0 of 0 frames (0.0%), CNP 0, ECN ect0 0 ect1 0 ce 0 not-ect 0, ICRC ok 0 bad 0",
-		"  QP tables: 6 flows in 131072 slots (28.0 MiB of hugepage memory), 1 evictions, 2 aged out",
+		"  QP tables: 6 flows in 131072 slots (28.0 MiB of DPDK memory), 1 evictions, 2 aged out",
 		"    10.0.0.1 -> 10.0.0.2 qp 0x000011: 100 packets, 6400 bytes, PSN gaps 1, out of order 2, NAKs 3, RNR 4, CNP 5, CE 6",
 		"    10.0.0.1 -> 10.0.0.2 qp 0x000012: 99 packets, 6400 bytes, PSN gaps 1, out of order 2, NAKs 3, RNR 4, CNP 5, CE 6",
 		"    10.0.0.1 -> 10.0.0.2 qp 0x000013: 98 packets, 6400 bytes, PSN gaps 1, out of order 2, NAKs 3, RNR 4, CNP 5, CE 6",

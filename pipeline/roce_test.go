@@ -60,6 +60,9 @@ func TestRoCEModeForwardsAndCountsLikeInspect(t *testing.T) {
 	if len(flows) != len(want.Flows) || st.Evictions != 0 {
 		t.Errorf("%d QP flows (stats %+v), inspect found %d", len(flows), st, len(want.Flows))
 	}
+	if st.Slots == 0 || st.Bytes != st.Slots*qpstats.SlotBytes {
+		t.Errorf("QP tables of %d slots report %d bytes, want %d bytes a slot", st.Slots, st.Bytes, qpstats.SlotBytes)
+	}
 	gotTop, _ := qpstats.Top(flows, 0, "bytes")
 	wantTop, _ := qpstats.Top(want.Flows, 0, "bytes")
 	for i := range gotTop {

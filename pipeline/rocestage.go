@@ -257,11 +257,7 @@ func (p *Pipeline) QPFlows() ([]qpstats.Flow, qpstats.TableStats) {
 	for _, w := range p.Workers {
 		e, st := w.qpEntries()
 		tables = append(tables, e)
-		total.Slots += st.Slots
-		total.Used += st.Used
-		total.Inserts += st.Inserts
-		total.Evictions += st.Evictions
-		total.Aged += st.Aged
+		total.Add(st)
 	}
 	return qpstats.Merge(tables...), total
 }

@@ -154,6 +154,17 @@ type TableStats struct {
 	Aged      uint64 // an idle flow's slot reused after MaxAge
 }
 
+// Add adds o's counts to s: the stats of several tables (one per worker)
+// as one.
+func (s *TableStats) Add(o TableStats) {
+	s.Slots += o.Slots
+	s.Used += o.Used
+	s.Bytes += o.Bytes
+	s.Inserts += o.Inserts
+	s.Evictions += o.Evictions
+	s.Aged += o.Aged
+}
+
 // ways is the number of slots of a bucket.
 const ways = 8
 

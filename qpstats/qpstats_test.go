@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -718,6 +719,39 @@ func TestSlotReuseStartsFromZero(t *testing.T) {
 		if e.Key.QP < 100 || sum != naks || c.RNRNAKs != 0 || c.MarkedCE != marked || c.HeldPaused != 0 ||
 			c.QoSDropped != 0 || c.Mix[ClassOf(sendOnly)] != 1 {
 			t.Errorf("qp %d: %+v", e.Key.QP, c)
+		}
+	}
+}
+
+// TestTableStatsAdd sets every field of two stats to distinct values:
+// their sum must have each field summed, so that a field added to
+// TableStats and not to Add fails here.
+func TestTableStatsAdd(t *testing.T) {
+	var a, b TableStats
+	va, vb := reflect.ValueOf(&a).Elem(), reflect.ValueOf(&b).Elem()
+	for i := range va.NumField() {
+		switch va.Field(i).Kind() {
+		case reflect.Int:
+			va.Field(i).SetInt(int64(i + 1))
+			vb.Field(i).SetInt(int64(10 * (i + 1)))
+		case reflect.Uint64:
+			va.Field(i).SetUint(uint64(i + 1))
+			vb.Field(i).SetUint(uint64(10 * (i + 1)))
+		default:
+			t.Fatalf("field %s: kind %s not covered", va.Type().Field(i).Name, va.Field(i).Kind())
+		}
+	}
+	a.Add(b)
+	for i := range va.NumField() {
+		f := va.Field(i)
+		got := uint64(0)
+		if f.Kind() == reflect.Int {
+			got = uint64(f.Int())
+		} else {
+			got = f.Uint()
+		}
+		if got != uint64(11*(i+1)) {
+			t.Errorf("%s: %d after Add, want %d", va.Type().Field(i).Name, got, 11*(i+1))
 		}
 	}
 }

@@ -171,7 +171,7 @@ func NewCollector(src Source) prometheus.Collector {
 		roceTC:         counter("roce_tc_frames_total", "Frames by the traffic class they were given.", "port", "tc"),
 
 		qpSlots:     gauge("qp_table_slots", "Slots of the per-QP flow tables."),
-		qpBytes:     gauge("qp_table_bytes", "Hugepage memory of the per-QP flow tables."),
+		qpBytes:     gauge("qp_table_bytes", "DPDK memory (hugepages unless EAL runs --no-huge) of the per-QP flow tables."),
 		qpUsed:      gauge("qp_table_used_slots", "Slots in use."),
 		qpFlows:     gauge("qp_flows", "QP flows tracked."),
 		qpInserts:   counter("qp_table_inserts_total", "Flows added to the tables."),
