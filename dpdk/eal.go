@@ -241,16 +241,19 @@ func LcoreThreadIDs() map[int]int {
 
 //export rfLcoreMain
 func rfLcoreMain(h C.uintptr_t) {
+	// Locked first, so that a thread the runtime starts while this one
+	// runs Go code (to run a goroutine the worker made ready) is cloned
+	// from the runtime's template thread, on the control plane's CPUs,
+	// not from this one: a clone of an lcore's thread inherits the lcore's
+	// CPU and would run control-plane goroutines there, preempting the
+	// worker. (Not airtight: the runtime's own entry into Go on this thread
+	// comes before the lock. The daemon moves every thread but the
+	// workers' off their CPUs once they run, which catches those.)
+	runtime.LockOSThread()
 	lcoreTIDs.Store(int(C.rte_lcore_id()), syscall.Gettid())
 	handle := cgo.Handle(h)
 	fn := handle.Value().(func())
 	handle.Delete()
-	// Locked, so that a thread the runtime starts while this one runs Go
-	// code (to run a goroutine the worker made ready) is cloned from the
-	// runtime's template thread, on the control plane's CPUs, not from
-	// this one: a clone of an lcore thread inherits its CPU and would
-	// preempt the worker there.
-	runtime.LockOSThread()
 	fn()
 	runtime.UnlockOSThread()
 }
