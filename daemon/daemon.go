@@ -60,8 +60,10 @@ type Daemon struct {
 	pfcPools []*dpdk.Mempool
 	evStop   chan struct{}
 	evDone   chan struct{}
-	route    *routed               // nil unless the config routes (routing.go)
-	resync   map[netip.Prefix]bool // kernel route prefixes seen by a resync under way (kernel.go)
+	// The loop that keeps runtime threads off the workers' CPUs.
+	confStop, confDone chan struct{}
+	route              *routed               // nil unless the config routes (routing.go)
+	resync             map[netip.Prefix]bool // kernel route prefixes seen by a resync under way (kernel.go)
 	// kernelResync reads the kernel's routes again (kernel.go), when they
 	// are followed.
 	kernelResync func()
@@ -426,6 +428,44 @@ func (d *Daemon) confineRuntime() {
 		return
 	}
 	d.log.Debug("runtime threads kept off worker CPUs", "threads", n, "cpus", numa.FormatCPUList(cpus))
+	d.confStop, d.confDone = make(chan struct{}), make(chan struct{})
+	go d.keepConfined(keep, cpus, confinePeriod, d.confStop, d.confDone)
+}
+
+// confinePeriod is how often the threads are confined again. A worker's
+// thread is locked while it runs Go code, so the runtime clones new
+// threads from its template thread, not from the worker's; but a thread
+// it starts before the lock (its own entry into Go on the lcore's thread
+// comes first) is a clone of the lcore's, pinned to the worker's CPU.
+const confinePeriod = time.Second
+
+// keepConfined confines the threads to cpus (all but those in keep)
+// every period until stop closes, then closes done.
+func (d *Daemon) keepConfined(keep map[int]bool, cpus []int, period time.Duration, stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		n, err := numa.ConfineThreads(keep, cpus)
+		if err != nil {
+			d.log.Warn("keeping runtime threads off worker CPUs", "err", err)
+		} else if n > 0 {
+			d.log.Debug("runtime threads moved off worker CPUs", "threads", n)
+		}
+	}
+}
+
+func (d *Daemon) stopConfining() {
+	if d.confStop != nil {
+		close(d.confStop)
+		<-d.confDone
+		d.confStop = nil
+	}
 }
 
 // StopForwarding stops the workers if they run; every packet they hold
@@ -443,6 +483,7 @@ func (d *Daemon) stopForwarding() {
 		d.Stopped = time.Now()
 	}
 	d.stopEvents()
+	d.stopConfining()
 }
 
 func (d *Daemon) stopEvents() {
@@ -467,6 +508,7 @@ func (d *Daemon) shutdown() error {
 		d.stopTaps()
 		d.Pipe.Stop()
 		d.stopEvents()
+		d.stopConfining()
 		d.Pipe.Free()
 		d.Pipe = nil
 	}

@@ -247,8 +247,9 @@ func rfLcoreMain(h C.uintptr_t) {
 	// not from this one: a clone of an lcore's thread inherits the lcore's
 	// CPU and would run control-plane goroutines there, preempting the
 	// worker. (Not airtight: the runtime's own entry into Go on this thread
-	// comes before the lock. The daemon moves every thread but the
-	// workers' off their CPUs once they run, which catches those.)
+	// comes before the lock. The daemon confines every thread but the
+	// workers' to the other CPUs once they run, and again every second,
+	// which catches those.)
 	runtime.LockOSThread()
 	lcoreTIDs.Store(int(C.rte_lcore_id()), syscall.Gettid())
 	handle := cgo.Handle(h)
