@@ -40,8 +40,9 @@ func TestKeepConfined(t *testing.T) {
 	defer close(stray)
 
 	d := &Daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	stop, done := make(chan struct{}), make(chan struct{})
-	go d.keepConfined(map[int]bool{}, []int{0}, 10*time.Millisecond, stop, done)
+	var loop periodic
+	loop.start(10*time.Millisecond, func() { d.confineAgain(map[int]bool{}, []int{0}) }, nil)
+	defer loop.halt()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var set unix.CPUSet
@@ -56,8 +57,6 @@ func TestKeepConfined(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	close(stop)
-	<-done
 }
 
 // affinities records every thread's CPUs, and returns what puts them

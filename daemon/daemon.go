@@ -58,12 +58,10 @@ type Daemon struct {
 	log      *slog.Logger
 	sysRoot  string
 	pfcPools []*dpdk.Mempool
-	evStop   chan struct{}
-	evDone   chan struct{}
-	// The loop that keeps runtime threads off the workers' CPUs.
-	confStop, confDone chan struct{}
-	route              *routed               // nil unless the config routes (routing.go)
-	resync             map[netip.Prefix]bool // kernel route prefixes seen by a resync under way (kernel.go)
+	events   periodic              // logs the workers' QoS events (qos.go)
+	confine  periodic              // keeps runtime threads off the workers' CPUs
+	route    *routed               // nil unless the config routes (routing.go)
+	resync   map[netip.Prefix]bool // kernel route prefixes seen by a resync under way (kernel.go)
 	// kernelResync reads the kernel's routes again (kernel.go), when they
 	// are followed.
 	kernelResync func()
@@ -371,8 +369,7 @@ func (d *Daemon) startForwarding() error {
 	}
 	d.Started = time.Now()
 	if d.Pipe.Spec.QoS != nil {
-		d.evStop, d.evDone = make(chan struct{}), make(chan struct{})
-		go d.watchEvents(d.evStop, d.evDone)
+		d.events.start(eventPeriod, d.logEvents, d.logEvents)
 	}
 	for _, w := range d.Plan.Workers {
 		d.log.Info("worker started", "lcore", w.Lcore, "socket", w.Socket, "cpu", dpdk.LcoreCPU(w.Lcore), "queues", len(w.Queues))
@@ -428,8 +425,7 @@ func (d *Daemon) confineRuntime() {
 		return
 	}
 	d.log.Debug("runtime threads kept off worker CPUs", "threads", n, "cpus", numa.FormatCPUList(cpus))
-	d.confStop, d.confDone = make(chan struct{}), make(chan struct{})
-	go d.keepConfined(keep, cpus, confinePeriod, d.confStop, d.confDone)
+	d.confine.start(confinePeriod, func() { d.confineAgain(keep, cpus) }, nil)
 }
 
 // confinePeriod is how often the threads are confined again. A worker's
@@ -439,32 +435,13 @@ func (d *Daemon) confineRuntime() {
 // comes first) is a clone of the lcore's, pinned to the worker's CPU.
 const confinePeriod = time.Second
 
-// keepConfined confines the threads to cpus (all but those in keep)
-// every period until stop closes, then closes done.
-func (d *Daemon) keepConfined(keep map[int]bool, cpus []int, period time.Duration, stop, done chan struct{}) {
-	defer close(done)
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		n, err := numa.ConfineThreads(keep, cpus)
-		if err != nil {
-			d.log.Warn("keeping runtime threads off worker CPUs", "err", err)
-		} else if n > 0 {
-			d.log.Debug("runtime threads moved off worker CPUs", "threads", n)
-		}
-	}
-}
-
-func (d *Daemon) stopConfining() {
-	if d.confStop != nil {
-		close(d.confStop)
-		<-d.confDone
-		d.confStop = nil
+// confineAgain confines the threads to cpus (all but those in keep).
+func (d *Daemon) confineAgain(keep map[int]bool, cpus []int) {
+	n, err := numa.ConfineThreads(keep, cpus)
+	if err != nil {
+		d.log.Warn("keeping runtime threads off worker CPUs", "err", err)
+	} else if n > 0 {
+		d.log.Debug("runtime threads moved off worker CPUs", "threads", n)
 	}
 }
 
@@ -482,16 +459,8 @@ func (d *Daemon) stopForwarding() {
 		d.Pipe.Stop()
 		d.Stopped = time.Now()
 	}
-	d.stopEvents()
-	d.stopConfining()
-}
-
-func (d *Daemon) stopEvents() {
-	if d.evStop != nil {
-		close(d.evStop)
-		<-d.evDone
-		d.evStop = nil
-	}
+	d.events.halt()
+	d.confine.halt()
 }
 
 // Close stops forwarding, closes the ports, checks that every mbuf came
@@ -507,8 +476,8 @@ func (d *Daemon) shutdown() error {
 	if d.Pipe != nil {
 		d.stopTaps()
 		d.Pipe.Stop()
-		d.stopEvents()
-		d.stopConfining()
+		d.events.halt()
+		d.confine.halt()
 		d.Pipe.Free()
 		d.Pipe = nil
 	}

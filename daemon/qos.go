@@ -126,23 +126,8 @@ func ecnSummary(c *qos.Config) string {
 // eventPeriod is how often QoS events are collected from the workers.
 const eventPeriod = 100 * time.Millisecond
 
-// watchEvents logs the workers' QoS events (PFC storms, lossless
-// overflows) until stop is closed.
-func (d *Daemon) watchEvents(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(eventPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			d.logEvents()
-			return
-		case <-t.C:
-			d.logEvents()
-		}
-	}
-}
-
+// logEvents logs the workers' QoS events (PFC storms, lossless
+// overflows); d.events calls it every eventPeriod while forwarding.
 func (d *Daemon) logEvents() {
 	ev, lost := d.Pipe.Events()
 	for _, e := range ev {
