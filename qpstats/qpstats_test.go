@@ -211,6 +211,47 @@ func TestEvictionTakesLeastRecentlySeen(t *testing.T) {
 	}
 }
 
+// A flow the memo found counts as seen for the choice of a victim even
+// within the burst that found it: a new flow of that burst evicts the one
+// flow that was not seen again.
+func TestEvictionSeesMemoHitsOfItsBurst(t *testing.T) {
+	const ms = int64(1e6)
+	tab := New(16, 0) // two buckets of eight
+	// Flows whose two buckets differ, each in a memo entry of its own.
+	var flows []pkt
+	memo := map[uint32]bool{}
+	for qp := uint32(0); len(flows) < 2*ways+1; qp++ {
+		p := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly, psn: 1}
+		f, r := frame(t, p)
+		b := NewBatch(1)
+		stage(New(16, 0), b, 0, f, &r)
+		if it := b.items[0]; it.bkt != it.alt && !memo[memoIndex(it.key, it.qp)] {
+			memo[memoIndex(it.key, it.qp)] = true
+			flows = append(flows, p)
+		}
+	}
+	for i, p := range flows[:2*ways] {
+		runBurst(t, tab, int64(10+i)*ms, p)
+	}
+	// One burst, later: every flow but the one seen last, then a new flow.
+	// The flows seen again are found in the memo, the new one is staged.
+	last := flows[2*ways-1]
+	ps := append(slices.Clone(flows[:2*ways-1]), flows[2*ways])
+	staged := runBurst(t, tab, 100*ms, ps...)
+	if want := append(make([]bool, 2*ways-1), true); !slices.Equal(staged, want) {
+		t.Fatalf("staged %v, want %v", staged, want)
+	}
+	entries, st := tab.CopyTo(nil)
+	if st.Evictions != 1 || len(entries) != 2*ways {
+		t.Fatalf("stats %+v, %d entries", st, len(entries))
+	}
+	for _, e := range entries {
+		if e.QP == last.qp {
+			t.Errorf("QP %d, not seen since 25 ms, was kept: a flow seen at 100 ms was evicted", e.QP)
+		}
+	}
+}
+
 // At half load, two choices of bucket leave no flow without a slot: a
 // single bucket per key would overflow about one bucket in twenty.
 func TestHalfLoadNeverEvicts(t *testing.T) {
@@ -295,22 +336,7 @@ func TestMemo(t *testing.T) {
 	tab := New(16, 0) // two buckets of eight
 	fwd := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: 7, op: sendOnly, psn: 1}
 	rev := pkt{src: "10.0.0.2", dst: "10.0.0.1", qp: 7, op: cnp}
-	b := NewBatch(4)
-	add := func(now int64, ps ...pkt) (staged []bool) {
-		tab.Begin(b, now)
-		frames := make([][]byte, len(ps))
-		results := make([]roce.Result, len(ps))
-		for j, p := range ps {
-			frames[j], results[j] = frame(t, p)
-			staged = append(staged, stage(tab, b, j, frames[j], &results[j]) < 0)
-		}
-		tab.Find(b, now)
-		for k := range b.Len() {
-			j := b.Pkt(k)
-			tab.Update(b, k, &results[j], len(frames[j]), now)
-		}
-		return staged
-	}
+	add := func(now int64, ps ...pkt) []bool { return runBurst(t, tab, now, ps...) }
 	if got := add(1, fwd, rev); !slices.Equal(got, []bool{true, true}) {
 		t.Fatalf("first burst: staged %v, want both", got)
 	}
@@ -362,6 +388,26 @@ func TestMemo(t *testing.T) {
 	}
 }
 
+// runBurst counts packets ps seen at now as one burst, the way the data
+// path does, and reports which of them were staged (not found in the memo).
+func runBurst(t *testing.T, tab *Table, now int64, ps ...pkt) (staged []bool) {
+	t.Helper()
+	b := NewBatch(len(ps))
+	tab.Begin(b, now)
+	frames := make([][]byte, len(ps))
+	results := make([]roce.Result, len(ps))
+	for j, p := range ps {
+		frames[j], results[j] = frame(t, p)
+		staged = append(staged, stage(tab, b, j, frames[j], &results[j]) < 0)
+	}
+	tab.Find(b, now)
+	for k := range b.Len() {
+		j := b.Pkt(k)
+		tab.Update(b, k, &results[j], len(frames[j]), now)
+	}
+	return staged
+}
+
 // Two keys with the same bucket and signature are told apart by the key
 // itself: each gets its own slot and counts.
 func TestSignatureCollision(t *testing.T) {
@@ -370,7 +416,7 @@ func TestSignatureCollision(t *testing.T) {
 	fy, ry := frame(t, pkt{src: "10.0.0.3", dst: "10.0.0.4", qp: 2, op: sendOnly, psn: 7})
 	tab.Observe(fx, &rx, len(fx), 1)
 	b := NewBatch(2)
-	clear(tab.memo[:]) // fx is staged, not counted at once
+	tab.clearMemo() // fx is staged, not counted at once
 	stage(tab, b, 0, fx, &rx)
 	stage(tab, b, 1, fy, &ry)
 	b.items[1].bkt, b.items[1].sig = b.items[0].bkt, b.items[0].sig // force the collision
