@@ -300,10 +300,14 @@ type Table struct {
 	// times are written before anything reads them, and whenever the
 	// clock ticks.
 	memoSeen [memoSize]uint8
-	// last is the memo entry of the flow found last, memo[lastX]: only
-	// Update writes the memo, and it sets last too.
-	last  uint64
-	lastX uint32
+	// last is the slot of the flow found last (slot lastI; none, whose QP
+	// no packet has, when there is none), tried before the memo. lastHit:
+	// Hit found it there since the last touch (which brings its bucket's
+	// time up to date).
+	last    *slot
+	lastI   int32
+	lastHit bool
+	none    slot
 }
 
 // touch reads memoSeen a word at a time.
@@ -470,6 +474,9 @@ func (t *Table) Begin(b *Batch, now int64) {
 // touch writes the bucket time of each flow the memo found since the last
 // touch: the time of the hits, which Begin keeps until it ticks.
 func (t *Table) touch() {
+	if t.lastHit {
+		t.touchLast()
+	}
 	// Eight marks a word: with many flows, hits are few and a staged
 	// burst's touch reads eight words.
 	words := (*[memoSize / 8]uint64)(unsafe.Pointer(&t.memoSeen))
@@ -487,12 +494,28 @@ func (t *Table) touch() {
 	}
 }
 
+// setLast makes slot i the flow found last, keeping the last one's hit.
+func (t *Table) setLast(i uint32) {
+	if t.lastHit {
+		t.touchLast()
+	}
+	t.last, t.lastI = &t.slots[i], int32(i)
+}
+
+// touchLast writes the bucket time of the flow found last, found in Hit.
+func (t *Table) touchLast() {
+	i := uint32(t.lastI)
+	t.buckets[i/ways].age[i%ways] = t.age
+	t.lastHit = false
+}
+
 // clearMemo empties the memo.
 func (t *Table) clearMemo() {
 	for k := range t.memo {
 		t.memo[k] = memoEmpty
 	}
-	t.last = memoEmpty
+	t.none.qp = memoEmpty >> 32
+	t.last, t.lastI, t.lastHit = &t.none, -1, false
 	t.memoSeen = [memoSize]uint8{}
 }
 
@@ -521,9 +544,9 @@ func (t *Table) Hit(b *Batch, frame []byte, r *roce.Result) (int32, Addrs) {
 	// message of many MTUs), and this check neither hashes nor waits for
 	// a load of the memo.
 	qp := r.DestQP
-	if m := t.last; uint32(m>>32) == qp && t.slots[uint32(m)-1].holds(k, qp) {
-		t.memoSeen[t.lastX] = 1
-		return int32(uint32(m) - 1), k
+	if t.last.holds(k, qp) {
+		t.lastHit = true
+		return t.lastI, k
 	}
 	x := memoIndex(k, qp)
 	m := t.memo[x]
@@ -532,7 +555,7 @@ func (t *Table) Hit(b *Batch, frame []byte, r *roce.Result) (int32, Addrs) {
 		return -1, k
 	}
 	t.memoSeen[x] = 1
-	t.last, t.lastX = m, x
+	t.setLast(i)
 	return int32(i), k
 }
 
@@ -745,7 +768,7 @@ func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64)
 	}
 	x := memoIndex(it.key, it.qp)
 	t.memo[x] = uint64(it.qp)<<32 | uint64(i+1)
-	t.last, t.lastX = t.memo[x], x
+	t.setLast(i)
 	t.Count(int32(i), r, frameLen)
 	return int32(i)
 }
