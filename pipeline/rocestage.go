@@ -70,11 +70,11 @@ func (rs *roceStage) free() {
 	rs.qpMem, rs.qp, rs.qpCopyMem, rs.qpCopy = nil, nil, nil, nil
 }
 
-// classifyPass classifies every packet of the burst and counts it, but for
-// the RoCEv2 packets whose QP lookup it stages (qpstats: hashed now, found
-// and counted by qpPass, which counts them per rx queue too); a bad ICRC
-// or a malformed frame is dropped if the config says so, and a PFC or
-// PAUSE frame is consumed.
+// classifyPass classifies every packet of the burst and counts it per rx
+// queue and in the per-QP table, but for the RoCEv2 packets whose QP
+// lookup it stages (qpstats: hashed now, found and counted in the table
+// by qpPass); a bad ICRC or a malformed frame is dropped if the config
+// says so, and a PFC or PAUSE frame is consumed.
 //
 // A pass is a call of its own (noinline): inlined into handle, it left
 // profile-guided inlining no budget for the classifier and the table's
@@ -107,10 +107,10 @@ func (w *Worker) classifyPass(b *burst) {
 			slot, k := qp.Hit(batch, frame, r)
 			if qslot[j] = slot; slot >= 0 {
 				qp.Count(slot, r, n)
-				st.AddRoCE(r, n)
-			} else {
-				qp.Add(batch, j, k, r) // qpPass counts it
+			} else if qp.Add(batch, j, k, r); batch.Len()%stageLoads == 0 { // qpPass counts it
+				qp.Prefetch(batch) // the buckets load while the burst's rest is classified
 			}
+			st.AddRoCE(r, n)
 			continue
 		}
 		if qp != nil { // qslot is read only with a QP table
@@ -123,25 +123,21 @@ func (w *Worker) classifyPass(b *burst) {
 	}
 }
 
-// qpPass counts the packets classifyPass staged into the per-QP table.
-// Their buckets start loading first, and while they do the packets are
-// counted per rx queue (classifyPass counted the others); then every slot
-// is found (the slots prefetched for the whole burst), and each packet is
-// counted into its slot.
+// stageLoads is how many staged packets' buckets classifyPass has the CPU
+// start loading at a time: early enough that they arrive while it
+// classifies the rest of the burst, in few calls.
+const stageLoads = 8
+
+// qpPass counts the packets classifyPass staged into the per-QP table:
+// every slot is found (their buckets loading since classifyPass, the
+// slots prefetched for the whole burst), and each packet is counted into
+// its slot.
 //
 //go:noinline
 func (w *Worker) qpPass(b *burst) {
 	qp, batch := w.rs.qp, w.rs.batch
 	if qp == nil || batch.Len() == 0 {
 		return
-	}
-	qp.Prefetch(batch)
-	st := &w.rs.ports[b.src]
-	for k := range batch.Len() {
-		j := batch.Pkt(k)
-		if r := &b.res[j]; r.Err == roce.ReasonNone { // a bad ICRC's is staged, counted by roceOther
-			st.AddRoCE(r, int(b.size[j]))
-		}
 	}
 	qp.Find(batch, w.now)
 	for k := range batch.Len() {
