@@ -1,8 +1,9 @@
 // Package qpstats keeps per-queue-pair RoCEv2 telemetry on the data path:
 // a fixed-size table per worker lcore, keyed by (source IP, destination
 // IP, destination QP), that never allocates after it is made. Entries age
-// out after a configurable idle time; when a probe window is full the
-// least recently seen entry is evicted. Both are counted.
+// out after a configurable idle time; when both of a key's buckets are
+// full the least recently seen entry of the two is evicted. Both are
+// counted.
 //
 // A flow's packets all travel one way, so a requester→responder flow
 // carries requests and the reverse flow carries responses and ACKs to the
@@ -26,9 +27,11 @@
 // insertion writes only its first line (the rest is zeroed at the flow's
 // first write there). When the table is nearly full, so that insertions
 // evict, a key's second bucket is loaded with its first. A port with a
-// handful of busy QPs pays for none of this: Hit finds a packet of one of
-// the flows found last in a memo, and Count counts it at once, in its slot
-// still in the cache; only the others are staged (Add). The memory can
+// handful of busy QPs pays for none of this: Hit finds a packet of the
+// flow found last, or of one of the flows found recently in a memo, and
+// Count counts it at once, in its slot still in the cache; only the others
+// are staged (Add). The two count the PSN state differently (Count with
+// branches, Update with selects), each for the traffic that takes it. The memory can
 // come from the caller (DPDK's hugepage heap on the worker's socket: no
 // TLB misses on 4 KB pages, invisible to the Go garbage collector).
 package qpstats
