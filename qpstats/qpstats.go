@@ -31,9 +31,10 @@
 // flow found last, or of one of the flows found recently in a memo, and
 // Count counts it at once, in its slot still in the cache; only the others
 // are staged (Add). The two count the PSN state differently (Count with
-// branches, Update with selects), each for the traffic that takes it. The memory can
-// come from the caller (DPDK's hugepage heap on the worker's socket: no
-// TLB misses on 4 KB pages, invisible to the Go garbage collector).
+// branches, Update with selects), each for the traffic that takes it.
+// The memory can come from the caller (DPDK's hugepage heap on the
+// worker's socket: no TLB misses on 4 KB pages, invisible to the Go
+// garbage collector).
 package qpstats
 
 import (
@@ -856,12 +857,7 @@ func (t *Table) countStaged(i uint32, r *roce.Result, frameLen int) {
 
 // countSize counts a packet classified as r, frameLen bytes long, into
 // slot i at s: its bytes, its opcode class and its CE mark. It returns the
-// class's PSN bits (classPSN), for the caller's PSN continuity: ACKs are
-// cumulative and CNPs carry no PSN, so their class does not track it and
-// the state stays as it is. For the others, the first PSN, the next in
-// order, and after a READ any PSN ahead all move the expectation to
-// psn+1; a PSN behind (a retransmission) is counted out of order and
-// leaves the expectation where it is.
+// class's PSN bits (classPSN), for the caller's PSN continuity.
 //
 // countSize and countNAK are two calls, each small enough to be inlined
 // anywhere: as one, profile-guided inlining left it a call in Count.
@@ -892,7 +888,12 @@ func (t *Table) countNAK(i uint32, r *roce.Result) {
 
 // classPSN says, per opcode class, whether its packets carry a PSN to
 // track (psnTracked) and whether they are READ requests (psnAfterRead,
-// the bit the state keeps).
+// the bit the state keeps). The rules Count and countStaged both keep:
+// ACKs are cumulative and CNPs carry no PSN, so their class does not
+// track it and the state stays as it is. For the others, the first PSN,
+// the next in order, and after a READ any PSN ahead all move the
+// expectation to psn+1; a PSN behind (a retransmission) is counted out of
+// order and leaves the expectation where it is.
 var classPSN = func() (t [NumClasses]uint32) {
 	for c := range t {
 		if c != ClassAck && c != ClassCNP {
