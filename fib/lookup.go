@@ -86,7 +86,10 @@ func (t *Table) batch4(addrs []uint32, nh []uint32) {
 	var pf [chunk]uintptr
 	var pend [chunk]uint8 // indexes of lookups that point into a group
 	first, groups := t.first, t.groups
-	f := t.fbits
+	// The shifts are masked (FirstBits is 8..24, so this changes no
+	// value): a shift the compiler knows is below the width is one
+	// instruction, not the eight that Go's rules for larger ones take.
+	sh := (32 - t.fbits) & 31
 	nh = nh[:len(addrs)]
 	if len(addrs) == 0 || len(addrs) > chunk {
 		return
@@ -94,7 +97,7 @@ func (t *Table) batch4(addrs []uint32, nh []uint32) {
 
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(first)))
 	for i, a := range addrs {
-		pf[i] = base + uintptr(a>>(32-f))*4
+		pf[i] = base + uintptr(a>>sh)*4
 	}
 	prefetch.Lines(pf[:len(addrs)])
 
@@ -103,14 +106,14 @@ func (t *Table) batch4(addrs []uint32, nh []uint32) {
 	// keeps a mix of leaves and groups free of mispredictions.
 	np := 0
 	for i, a := range addrs {
-		e := atomic.LoadUint32(&first[a>>(32-f)])
+		e := atomic.LoadUint32(&first[a>>sh])
 		nh[i] = e & payloadMask
 		pend[np&(chunk-1)] = uint8(i)
 		np += int(e >> 31)
 	}
 
 	gbase := uintptr(unsafe.Pointer(unsafe.SliceData(groups)))
-	for s := f; np > 0; s += 8 {
+	for s := t.fbits & 31; np > 0; s = (s + 8) & 31 {
 		pend := pend[:np]
 		if np > 1 {
 			for j, i := range pend {
@@ -233,7 +236,7 @@ func (t *Table) batch6(hi, lo []uint64, nh []uint32, m *Memo) {
 	var pe [chunk]uint32
 	var pi [chunk]uint8
 	first, groups := t.first, t.groups
-	f := t.fbits
+	f := t.fbits & 63 // masked as in batch4
 	n := len(hi)
 	lo, nh = lo[:n], nh[:n]
 	if n == 0 || n > chunk {
@@ -256,7 +259,7 @@ func (t *Table) batch6(hi, lo []uint64, nh []uint32, m *Memo) {
 			}
 		}
 		pi[ns&(chunk-1)] = uint8(i)
-		pf[ns&(chunk-1)] = base + uintptr(h>>(64-f))*4
+		pf[ns&(chunk-1)] = base + uintptr(h>>((64-f)&63))*4
 		ns++
 	}
 	if m != nil {
@@ -279,9 +282,9 @@ func (t *Table) batch6(hi, lo []uint64, nh []uint32, m *Memo) {
 	for k := range ns {
 		i := pi[k&(chunk-1)]
 		h, l := hi[i], lo[i]
-		e := atomic.LoadUint32(&first[h>>(64-f)])
+		e := atomic.LoadUint32(&first[h>>((64-f)&63)])
 		nh[i] = e & payloadMask
-		h, l = h<<f|l>>(64-f), l<<f
+		h, l = h<<f|l>>((64-f)&63), l<<f
 		d := np & (chunk - 1)
 		ph[d], pl[d], pi[d], pe[d] = h, l, i, (e&payloadMask)<<8|uint32(h>>56)
 		np += int(e >> 31)

@@ -525,3 +525,42 @@ func TestRoutedTakesThePortsChecksumVerdict(t *testing.T) {
 		})
 	}
 }
+
+// TestSetPlaneKeepsCounts checks that a new Plane keeps what the worker
+// counted per adjacency, for ids the new plane has and for ids past its
+// end (an id given up may come back), and that each adjacency's tx index
+// says whether it can be sent to.
+func TestSetPlaneKeepsCounts(t *testing.T) {
+	rs := &routeStage{txOf: []int16{0, -1, 1}}
+	hdr := [12]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	rs.setPlane(&routing.Plane{Adjs: []routing.Adj{
+		{Hdr: hdr, Port: 2, Resolved: true}, // tx 1
+		{Port: 0, Resolved: false},          // unresolved
+		{Port: 1, Resolved: true},           // no tx queue on port 1
+		{Port: 7, Resolved: true},           // no such port
+	}})
+	want := []int16{1, adjUnresolved, adjNoTx, adjNoTx}
+	for i, o := range rs.out {
+		if o.tx != want[i] {
+			t.Errorf("adjacency %d: tx %d, want %d", i, o.tx, want[i])
+		}
+	}
+	if rs.out[0].hdr != hdr {
+		t.Errorf("adjacency 0 writes % x, want % x", rs.out[0].hdr, hdr)
+	}
+	for i := range rs.out {
+		rs.out[i].packets, rs.out[i].bytes = uint64(i+1), uint64(100*(i+1))
+	}
+	rs.setPlane(&routing.Plane{Adjs: []routing.Adj{{Port: 0, Resolved: true}, {Port: 0, Resolved: true}}})
+	if len(rs.out) != 4 {
+		t.Fatalf("%d adjacencies after a smaller plane, want the 4 counted", len(rs.out))
+	}
+	for i, o := range rs.out {
+		if o.packets != uint64(i+1) || o.bytes != uint64(100*(i+1)) {
+			t.Errorf("adjacency %d: %d packets %d bytes after the swap, want %d and %d", i, o.packets, o.bytes, i+1, 100*(i+1))
+		}
+	}
+	if rs.out[1].tx != 0 || rs.out[2].tx != adjNoTx {
+		t.Errorf("tx of adjacency 1 (resolved on port 0) %d, of 2 (gone) %d; want 0 and %d", rs.out[1].tx, rs.out[2].tx, adjNoTx)
+	}
+}

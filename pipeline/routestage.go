@@ -60,17 +60,18 @@ type routeStage struct {
 	// to the subnets of the last bursts skips the trie's five levels.
 	memo6 fib.Memo
 	plane *routing.Plane
-	txOf  []int16     // port id → the worker's tx index, -1: none
-	adj   []adjCounts // per adjacency: what the worker sent to it
-	// adjTx is, per adjacency of the plane, the worker's tx index for it,
-	// or adjUnresolved / adjNoTx: one load answers both checks.
-	adjTx []int16
-	// the resolved packets' tx ports: the first, and whether they differ
-	firstTx int
-	mixed   bool
-	class   [NumRouteClasses]uint64
+	txOf  []int16 // port id → the worker's tx index, -1: none
+	// out is, per adjacency of the plane, what the worker writes and
+	// where it sends a packet to it, and what it sent there: one entry
+	// (half a cache line) read and written per routed packet.
+	out []adjOut
+	// egressTx is the tx index every resolved packet of the burst goes
+	// to, egressNone before the first, egressMixed once they differ.
+	egressTx int
+	class    [NumRouteClasses]uint64
 	// per burst: the packets looked up, by family
 	l3      []uint16 // per packet: IP header offset
+	adjOf   []int32  // per looked-up packet: its adjacency, -1: none
 	a4, nh4 []uint32
 	j4      []uint16
 	hi, lo  []uint64
@@ -100,11 +101,18 @@ type punter struct {
 	punted uint64 // what goes over the rate is the drop punt_limit
 }
 
-type adjCounts struct{ packets, bytes uint64 }
+// adjOut is one adjacency as a worker uses it: the Ethernet addresses to
+// write, the tx index (or adjUnresolved / adjNoTx: one load answers both
+// checks), and the worker's counts of what it sent there.
+type adjOut struct {
+	hdr            [12]byte
+	tx             int16
+	packets, bytes uint64
+}
 
 func newRouteStage(spec *RouteSpec, n int, txOf []int16, rx []rxSource, workers int) *routeStage {
 	rs := &routeStage{v4: spec.V4, v6: spec.V6, txOf: txOf,
-		l3: make([]uint16, n), a4: make([]uint32, n), nh4: make([]uint32, n), j4: make([]uint16, n),
+		l3: make([]uint16, n), adjOf: make([]int32, n), a4: make([]uint32, n), nh4: make([]uint32, n), j4: make([]uint16, n),
 		hi: make([]uint64, n), lo: make([]uint64, n), nh6: make([]uint32, n), j6: make([]uint16, n),
 		egress: make([]uint16, n), keys: make([]routing.FlowKey, n), sums: make([]uint32, n), sub: newBurst(n), subPkts: make([]*dpdk.Mbuf, n), seenTx: make([]uint16, 0, len(txOf))}
 	rs.sub.pkts = nil
@@ -175,29 +183,40 @@ func (w *Worker) punt(b *burst, j int, reason Reason) {
 }
 
 // setPlane installs a new Plane (between polls), keeping the adjacency
-// counters of the ids that remain.
+// counters of the ids that remain (and of those past the new plane's
+// end: an id given up may come back).
 func (rs *routeStage) setPlane(pl *routing.Plane) {
 	rs.plane = pl
-	if n := len(pl.Adjs); n > len(rs.adj) {
-		rs.adj = append(rs.adj, make([]adjCounts, n-len(rs.adj))...)
+	out := make([]adjOut, max(len(pl.Adjs), len(rs.out)))
+	for i := range rs.out {
+		out[i].packets, out[i].bytes = rs.out[i].packets, rs.out[i].bytes
 	}
-	tx := make([]int16, len(pl.Adjs))
+	for i := len(pl.Adjs); i < len(out); i++ {
+		out[i].tx = adjNoTx // not the plane's: no path leads there
+	}
 	for i, a := range pl.Adjs {
+		o := &out[i]
+		o.hdr = a.Hdr
 		switch {
 		case !a.Resolved:
-			tx[i] = adjUnresolved
+			o.tx = adjUnresolved
 		case int(a.Port) >= len(rs.txOf) || rs.txOf[a.Port] < 0:
-			tx[i] = adjNoTx
+			o.tx = adjNoTx
 		default:
-			tx[i] = rs.txOf[a.Port]
+			o.tx = rs.txOf[a.Port]
 		}
 	}
-	rs.adjTx = tx
+	rs.out = out
 }
 
 const (
 	adjUnresolved = -1 // the neighbour's MAC is not known
 	adjNoTx       = -2 // the worker has no tx queue on the port
+)
+
+const (
+	egressNone  = -1 // no packet resolved yet
+	egressMixed = -2 // the burst's packets go to several tx queues
 )
 
 const (
@@ -212,42 +231,47 @@ const (
 // and rewrite, then the egress stages per tx port.
 func (w *Worker) routePass(b *burst) {
 	rs := w.rt
-	n4, n6 := 0, 0
-	rs.firstTx, rs.mixed = -1, false
+	rs.egressTx = egressNone
 	// 1. Check each IP header and collect the destinations. The common
 	// frames (untagged IPv4 without options or fragmentation, untagged
-	// IPv6) are checked inline; the rest take routeParse.
-	for j, m := range b.pkts {
-		if b.fate[j] != fateForward {
+	// IPv6) are checked inline; the rest take routeParse. The burst's
+	// arrays are in locals, so that stores through them do not make the
+	// compiler load b's and rs's fields again.
+	pkts := b.pkts
+	fates, frames, sizes := b.fate[:len(pkts)], b.frame[:len(pkts)], b.size[:len(pkts)]
+	l3s, a4, j4, hi, lo, j6 := rs.l3[:len(pkts)], rs.a4, rs.j4, rs.hi, rs.lo, rs.j6
+	n4, n6 := 0, 0
+	for j, m := range pkts {
+		if fates[j] != fateForward {
 			continue
 		}
 		f := m.Data()
-		b.frame[j], b.size[j] = f, uint32(m.PktLen())
+		frames[j], sizes[j] = f, uint32(m.PktLen())
 		if len(f) >= 54 {
 			switch et := binary.BigEndian.Uint16(f[12:]); {
 			case et == etherIPv4 && f[14] == 0x45:
-				h := f[14:34]
+				h := (*[20]byte)(f[14:])
 				if tl := int(binary.BigEndian.Uint16(h[2:])); tl >= 20 && tl <= len(f)-14 && h[16] < 224 &&
-					binary.BigEndian.Uint16(h[6:])&0x3fff == 0 && h[8] > 1 && (m.IPv4HeaderVerified() || ipv4SumOK(h)) {
-					rs.l3[j] = 14
-					rs.a4[n4], rs.j4[n4] = binary.BigEndian.Uint32(h[16:]), uint16(j)
+					binary.BigEndian.Uint16(h[6:])&0x3fff == 0 && h[8] > 1 && (m.IPv4HeaderVerified() || ipv4SumOK(h[:])) {
+					l3s[j] = 14
+					a4[n4], j4[n4] = binary.BigEndian.Uint32(h[16:]), uint16(j)
 					n4++
 					continue
 				}
 			case et == etherIPv6 && f[14]>>4 == 6 && f[21] > 1 && f[38] < 0xfe:
-				rs.l3[j] = 14
-				rs.hi[n6], rs.lo[n6], rs.j6[n6] = binary.BigEndian.Uint64(f[38:]), binary.BigEndian.Uint64(f[46:]), uint16(j)
+				l3s[j] = 14
+				hi[n6], lo[n6], j6[n6] = binary.BigEndian.Uint64(f[38:]), binary.BigEndian.Uint64(f[46:]), uint16(j)
 				n6++
 				continue
 			}
 		}
 		switch w.routeParse(b, j, f) {
 		case 4:
-			rs.a4[n4], rs.j4[n4] = binary.BigEndian.Uint32(f[int(rs.l3[j])+16:]), uint16(j)
+			a4[n4], j4[n4] = binary.BigEndian.Uint32(f[int(l3s[j])+16:]), uint16(j)
 			n4++
 		case 6:
-			l3 := int(rs.l3[j])
-			rs.hi[n6], rs.lo[n6], rs.j6[n6] = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:]), uint16(j)
+			l3 := int(l3s[j])
+			hi[n6], lo[n6], j6[n6] = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:]), uint16(j)
 			n6++
 		}
 	}
@@ -380,33 +404,43 @@ func ipv4SumOK(h []byte) bool {
 func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 	rs := w.rt
 	pl := rs.plane
-	paths, adjs, adjTx := pl.Paths, pl.Adjs, rs.adjTx
+	paths, buckets := pl.Paths, pl.Buckets
 	var sums []uint32
-	if len(pl.Buckets) != 0 { // the plane has ECMP groups
+	if len(buckets) != 0 { // the plane has ECMP groups
 		sums = w.ecmpHashes(b, js, nh, v4)
 	}
+	// Two loops, each with few enough live values to stay in registers:
+	// the paths to adjacencies, then the rewrite and the counts.
+	adjOf := rs.adjOf[:len(js)]
 	var single, ecmp uint64
 	for k, v := range nh[:len(js)] {
-		j := int(js[k])
+		adjOf[k] = -1
 		if int(v) >= len(paths) {
-			b.drop(j, DropNoRoute) // 0, or a path this worker has not been given
+			b.drop(int(js[k]), DropNoRoute) // 0, or a path this worker has not been given
 			continue
 		}
-		p := &paths[v]
-		f, l3 := b.frame[j], int(rs.l3[j])
-		var adj uint32
-		switch p.Kind {
+		switch p := &paths[v]; p.Kind {
 		case routing.PathForward:
-			adj = p.Adj
+			adjOf[k] = int32(p.Adj)
 			single++
 		case routing.PathECMP:
-			adj = pl.Buckets[p.First+sums[ecmp]&p.Mask]
+			adjOf[k] = int32(buckets[p.First+sums[ecmp]&p.Mask])
 			ecmp++
 		default:
-			w.punt(b, j, pathDrop[p.Kind&7])
+			w.punt(b, int(js[k]), pathDrop[p.Kind&7])
+		}
+	}
+	rs.class[RoutedForward] += single
+	rs.class[RoutedECMP] += ecmp
+
+	out, frames, sizes, l3s, egress := rs.out, b.frame, b.size, rs.l3, rs.egress
+	all := rs.egressTx
+	for k, a := range adjOf {
+		if a < 0 {
 			continue
 		}
-		tx := int(adjTx[adj])
+		j, o := int(js[k]), &out[a]
+		tx := int(o.tx)
 		if tx < 0 {
 			if tx == adjUnresolved {
 				w.punt(b, j, DropNeighborUnresolved)
@@ -415,28 +449,37 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 			}
 			continue
 		}
-		if tx != rs.firstTx {
-			rs.mixed = rs.mixed || rs.firstTx >= 0
-			rs.firstTx = tx
+		if tx != all {
+			all = egressOf(all, tx)
 		}
-		copy(f[:12], adjs[adj].Hdr[:])
+		f := frames[j]
+		*(*[12]byte)(f) = o.hdr
+		h := f[l3s[j]:]
 		if v4 {
 			// TTL - 1: its 16-bit word (TTL, protocol) drops by 0x100, so
 			// the checksum rises by as much, end-around (RFC 1624).
-			h := f[l3 : l3+12]
+			h := (*[12]byte)(h)
 			h[8]--
-			c := uint32(binary.BigEndian.Uint16(h[10:])) + 0x100
-			binary.BigEndian.PutUint16(h[10:], uint16(c+c>>16))
+			c := uint32(h[10])<<8 | uint32(h[11]) + 0x100
+			c += c >> 16
+			h[10], h[11] = byte(c>>8), byte(c)
 		} else {
-			f[l3+7]--
+			h[7]--
 		}
-		rs.egress[j] = uint16(tx)
-		c := &rs.adj[adj]
-		c.packets++
-		c.bytes += uint64(b.size[j])
+		egress[j] = uint16(tx)
+		o.packets++
+		o.bytes += uint64(sizes[j])
 	}
-	rs.class[RoutedForward] += single
-	rs.class[RoutedECMP] += ecmp
+	rs.egressTx = all
+}
+
+// egressOf is the burst's egressTx after a packet to tx, when it was all
+// and differs from tx.
+func egressOf(all, tx int) int {
+	if all == egressNone {
+		return tx
+	}
+	return egressMixed
 }
 
 // pathDrop is the reason a path that does not forward drops for.
@@ -508,9 +551,9 @@ func l4Fields(f []byte, l4 int, proto uint8) (sp, dp uint16, qp uint32) {
 // (kept in order), after the burst's drops are counted.
 func (w *Worker) egressByPort(b *burst) {
 	rs := w.rt
-	if !rs.mixed {
-		if rs.firstTx >= 0 {
-			b.tx = rs.firstTx
+	if rs.egressTx != egressMixed {
+		if rs.egressTx >= 0 {
+			b.tx = rs.egressTx
 		}
 		w.egress(b)
 		return
@@ -607,12 +650,12 @@ func (p *Pipeline) RouteStats() RouteStats {
 			memo, walked := rs.memo6.Counts()
 			st.IPv6Memo += memo
 			st.IPv6Walked += walked
-			if len(st.Adj) < len(rs.adj) {
-				st.Adj = append(st.Adj, make([]AdjStats, len(rs.adj)-len(st.Adj))...)
+			if len(st.Adj) < len(rs.out) {
+				st.Adj = append(st.Adj, make([]AdjStats, len(rs.out)-len(st.Adj))...)
 			}
-			for i, c := range rs.adj {
-				st.Adj[i].Packets += c.packets
-				st.Adj[i].Bytes += c.bytes
+			for i := range rs.out {
+				st.Adj[i].Packets += rs.out[i].packets
+				st.Adj[i].Bytes += rs.out[i].bytes
 			}
 			return true
 		})
