@@ -469,6 +469,26 @@ func TestIPv4Sum(t *testing.T) {
 	if !ipv4SumOK(h) || !ref(h) {
 		t.Fatal("all ones: the sum is 0xffff")
 	}
+	// All zeros: the sum is 0, a multiple of 0xffff but not 0xffff.
+	clear(h)
+	if ipv4SumOK(h) || ref(h) {
+		t.Fatal("all zeros passes")
+	}
+	// Sums that are multiples of 0xffff above it: words adding to
+	// 2*0xffff (0xffff after one end-around carry) pass, and those
+	// adding to 2*0xffff - 1 do not.
+	for _, total := range []uint32{2 * 0xffff, 3 * 0xffff, 2*0xffff - 1} {
+		clear(h)
+		left := total
+		for k := 0; k < 20 && left > 0; k += 2 {
+			w := min(left, 0xffff)
+			binary.BigEndian.PutUint16(h[k:], uint16(w))
+			left -= w
+		}
+		if got, want := ipv4SumOK(h), ref(h); got != want || want != (total%0xffff == 0) {
+			t.Fatalf("% x (words adding to %#x): ipv4SumOK %v, reference %v", h, total, got, want)
+		}
+	}
 }
 
 // The routed path takes the port's verdict on an IPv4 header checksum

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"encoding/binary"
-	"math/bits"
 
 	"roce-fwd/dpdk"
 	"roce-fwd/fib"
@@ -383,19 +382,20 @@ func checkIPv4(f []byte, l3 int, verified bool) Reason {
 }
 
 // ipv4SumOK reports whether a 20-byte header's checksum is right: the
-// ones' complement sum of its words is 0xffff. The sum is taken over
-// little-endian words (RFC 1071: it is then the byte-swapped sum, and
-// 0xffff is its own swap), two 64-bit adds with carry and one 32-bit add
-// in place of five byte-swapped loads; small enough to inline.
+// ones' complement sum of its words is 0xffff (RFC 1071). That sum is
+// 0xffff exactly when the plain sum S of the words is a non-zero multiple
+// of 0xffff (2^16 = 1 modulo 0xffff, which is what the end-around carry
+// adds). The same holds for the sum of the header's five little-endian
+// 32-bit words: each 32-bit word is 2^16 = 1 times one 16-bit word plus
+// the other, and each byte-swapped 16-bit word is 256 times the word
+// (modulo 0xffff, and 256 is prime to it). So: five loads, four adds, and
+// a divisibility test the compiler makes one multiply and a compare.
 func ipv4SumOK(h []byte) bool {
 	_ = h[19]
-	s, c := bits.Add64(binary.LittleEndian.Uint64(h), binary.LittleEndian.Uint64(h[8:]), 0)
-	s, c = bits.Add64(s, uint64(binary.LittleEndian.Uint32(h[16:])), c)
-	s += c // cannot carry again: a wrapped sum is small
-	s = s&0xffffffff + s>>32
-	s = s&0xffff + s>>16
-	s = s&0xffff + s>>16
-	return uint16(s+s>>16) == 0xffff
+	s := uint64(binary.LittleEndian.Uint32(h)) + uint64(binary.LittleEndian.Uint32(h[4:])) +
+		uint64(binary.LittleEndian.Uint32(h[8:])) + uint64(binary.LittleEndian.Uint32(h[12:])) +
+		uint64(binary.LittleEndian.Uint32(h[16:]))
+	return s%0xffff == 0 && s != 0
 }
 
 // resolvePass applies the FIB's values nh to the packets js of one
