@@ -15,8 +15,21 @@ type Flow struct {
 // Merge sums entries with the same key (a QP seen on two lcores, which RSS
 // avoids but a reconfiguration can cause).
 func Merge(tables ...[]Entry) []Flow {
-	byKey := map[Key]int{}
-	var out []Flow
+	// Sized once: a report merges every flow each second, and growing
+	// the slice and the map made garbage of several times their size.
+	total := 0
+	for _, tab := range tables {
+		total += len(tab)
+	}
+	out := make([]Flow, 0, total)
+	if len(tables) == 1 { // one worker: its keys are unique already
+		for i := range tables[0] {
+			e := &tables[0][i]
+			out = append(out, Flow{Key: e.Key, Counters: e.Counters})
+		}
+		return out
+	}
+	byKey := make(map[Key]int, total)
 	for _, tab := range tables {
 		for i := range tab {
 			e := &tab[i]
@@ -82,11 +95,23 @@ func Top(flows []Flow, n int, by string) ([]Flow, error) {
 	default:
 		return nil, fmt.Errorf("unknown order %q (valid: %v)", by, SortKeys)
 	}
-	out := slices.Clone(flows)
-	slices.SortFunc(out, func(a, b Flow) int {
-		if c := cmp.Compare(metric(&b), metric(&a)); c != 0 {
+	// Sort the metrics with pointers to their flows, not the flows: a
+	// comparison of two Flows by value made both escape (the metric takes
+	// their address), an allocation per comparison, about 90 MB a second
+	// for a report of 20k flows, and a garbage collection every 200 ms.
+	type ranked struct {
+		m uint64
+		f *Flow
+	}
+	r := make([]ranked, len(flows))
+	for i := range flows {
+		r[i] = ranked{metric(&flows[i]), &flows[i]}
+	}
+	slices.SortFunc(r, func(x, y ranked) int {
+		if c := cmp.Compare(y.m, x.m); c != 0 {
 			return c
 		}
+		a, b := x.f, y.f
 		if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {
 			return c
 		}
@@ -98,8 +123,12 @@ func Top(flows []Flow, n int, by string) ([]Flow, error) {
 		}
 		return cmp.Compare(a.QP, b.QP)
 	})
-	if n > 0 && len(out) > n {
-		out = out[:n]
+	if n > 0 && len(r) > n {
+		r = r[:n]
+	}
+	out := make([]Flow, len(r))
+	for i, x := range r {
+		out[i] = *x.f
 	}
 	return out, nil
 }

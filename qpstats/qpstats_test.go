@@ -1,6 +1,7 @@
 package qpstats
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
@@ -842,5 +843,59 @@ func TestCountPathsAgree(t *testing.T) {
 			t.Fatalf("state %#x, %+v: Count left %+v %+v %+v, countStaged %+v %+v %+v",
 				st, r, a.slots[i], a.cold[i], a.psn, b.slots[i], b.cold[i], b.psn)
 		}
+	}
+}
+
+// TestTopOrderAndAllocations checks Top over many flows against a plain
+// sort of copies: the same order (metric, then bytes, then key), the
+// input untouched, and two allocations whatever the number of flows (the
+// ranking and the result), not one per comparison. A report sorts every
+// flow each second; per-comparison garbage made the collector run five
+// times a second, each run stopping the workers.
+func TestTopOrderAndAllocations(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	flows := make([]Flow, 5000)
+	for i := range flows {
+		f := &flows[i]
+		f.Src = [2]uint64{0, uint64(r.IntN(4))}
+		f.Dst = [2]uint64{0, uint64(r.IntN(4))}
+		f.QP = uint32(r.IntN(64))
+		f.Bytes = uint64(r.IntN(8)) // many ties
+		f.MarkedCE = uint64(r.IntN(3))
+	}
+	before := slices.Clone(flows)
+	want := slices.Clone(flows)
+	slices.SortStableFunc(want, func(a, b Flow) int {
+		if c := cmp.Compare(b.MarkedCE, a.MarkedCE); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {
+			return c
+		}
+		if c := slices.Compare(a.Src[:], b.Src[:]); c != 0 {
+			return c
+		}
+		if c := slices.Compare(a.Dst[:], b.Dst[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.QP, b.QP)
+	})
+	got, err := Top(flows, 100, "marked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 100 {
+		t.Fatalf("%d flows, want 100", len(got))
+	}
+	for i := range got {
+		if got[i].Key != want[i].Key || got[i].MarkedCE != want[i].MarkedCE || got[i].Bytes != want[i].Bytes {
+			t.Fatalf("flow %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if !slices.Equal(flows, before) {
+		t.Error("Top changed its input")
+	}
+	if a := testing.AllocsPerRun(5, func() { _, _ = Top(flows, 10, "bytes") }); a > 2 {
+		t.Errorf("Top of %d flows: %v allocations, want 2", len(flows), a)
 	}
 }
