@@ -1,7 +1,6 @@
 package qpstats
 
 import (
-	"cmp"
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
@@ -864,21 +863,15 @@ func TestTopOrderAndAllocations(t *testing.T) {
 		f.MarkedCE = uint64(r.IntN(3))
 	}
 	before := slices.Clone(flows)
+	// The expected order, stated another way: each flow's rank as one
+	// tuple (larger counters first, by complement), compared as words.
+	rank := func(f *Flow) [7]uint64 {
+		return [7]uint64{^f.MarkedCE, ^f.Bytes, f.Src[0], f.Src[1], f.Dst[0], f.Dst[1], uint64(f.QP)}
+	}
 	want := slices.Clone(flows)
 	slices.SortStableFunc(want, func(a, b Flow) int {
-		if c := cmp.Compare(b.MarkedCE, a.MarkedCE); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {
-			return c
-		}
-		if c := slices.Compare(a.Src[:], b.Src[:]); c != 0 {
-			return c
-		}
-		if c := slices.Compare(a.Dst[:], b.Dst[:]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.QP, b.QP)
+		ra, rb := rank(&a), rank(&b)
+		return slices.Compare(ra[:], rb[:])
 	})
 	got, err := Top(flows, 100, "marked")
 	if err != nil {
