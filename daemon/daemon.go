@@ -72,6 +72,9 @@ type Daemon struct {
 	imp          impairState // impairment rules (impair.go)
 	storms       stormLog    // the PFC watchdog's storms (qos.go)
 	base         baseline
+	// qpMu guards qpFlows, the merged QP flows the reports reuse.
+	qpMu    sync.Mutex
+	qpFlows []qpstats.Flow
 }
 
 // Start brings the dataplane up and starts forwarding.

@@ -226,9 +226,12 @@ func (d *Daemon) report(rates bool) Report {
 				r.RoCE.Ports = append(r.RoCE.Ports, PortRoCE{Name: p.Name, Report: c.Report()})
 			}
 		}
-		flows, st := d.Pipe.QPFlows()
+		d.qpMu.Lock()
+		flows, st := d.Pipe.QPFlowsInto(d.qpFlows)
+		d.qpFlows = flows
 		r.RoCE.QPTable, r.RoCE.QPFlows = st, len(flows)
-		top, _ := qpstats.Top(flows, TopQPs, "bytes")
+		top, _ := qpstats.Top(flows, TopQPs, "bytes") // copies: safe past the unlock
+		d.qpMu.Unlock()
 		for i := range top {
 			r.TopQPs = append(r.TopQPs, top[i].Report())
 		}

@@ -6,9 +6,11 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"roce-fwd/dpdk"
+	"roce-fwd/qpstats"
 	"roce-fwd/roce"
 )
 
@@ -69,6 +71,10 @@ type Pipeline struct {
 	running bool
 	flows   pipelineFlows
 	imp     impairs
+	// qpMu guards qpCopies, the workers' QP table copies QPFlowsInto
+	// reuses: a report each second then leaves no garbage behind.
+	qpMu     sync.Mutex
+	qpCopies [][]qpstats.Entry
 }
 
 // New builds the workers: each gets a burst step on its socket and its

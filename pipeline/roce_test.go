@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"roce-fwd/inspect"
@@ -62,6 +63,15 @@ func TestRoCEModeForwardsAndCountsLikeInspect(t *testing.T) {
 	}
 	if st.Slots == 0 || st.Bytes != st.Slots*qpstats.SlotBytes {
 		t.Errorf("QP tables of %d slots report %d bytes, want %d bytes a slot", st.Slots, st.Bytes, qpstats.SlotBytes)
+	}
+	// A report keeps its buffer from one second to the next: the same
+	// flows again, and only the allocations of the worker's mailbox job
+	// (its closure and the variables it shares with its caller: 4), none
+	// for the copies of the tables or the merged flows.
+	again, _ := p.QPFlowsInto(nil)
+	allocs := testing.AllocsPerRun(20, func() { again, _ = p.QPFlowsInto(again) })
+	if !slices.Equal(again, flows) || allocs > 4 {
+		t.Errorf("QPFlowsInto again: %d flows (%d before), %v allocations, want the same flows and at most 4", len(again), len(flows), allocs)
 	}
 	gotTop, _ := qpstats.Top(flows, 0, "bytes")
 	wantTop, _ := qpstats.Top(want.Flows, 0, "bytes")

@@ -202,13 +202,13 @@ func (c *tscClock) ns(tsc uint64) int64 {
 // long enough for a NIC's rx ring to overflow.
 const qpChunk = 256
 
-// qpEntries returns a copy of the worker's QP table and its stats.
-func (w *Worker) qpEntries() ([]qpstats.Entry, qpstats.TableStats) {
+// qpEntries appends a copy of the worker's QP table to out and returns it
+// with the table's stats.
+func (w *Worker) qpEntries(out []qpstats.Entry) ([]qpstats.Entry, qpstats.TableStats) {
 	rs := w.rs
 	if rs == nil || rs.qp == nil {
-		return nil, qpstats.TableStats{}
+		return out, qpstats.TableStats{}
 	}
-	var out []qpstats.Entry
 	var st qpstats.TableStats
 	buf, pos := rs.qpCopy[:0], 0
 	err := w.do("QP table copy", func() bool {
@@ -248,12 +248,24 @@ func (p *Pipeline) RoCEByPort() map[uint16]*rocestats.Counters {
 
 // QPFlows merges every worker's QP table, with the tables' own stats.
 func (p *Pipeline) QPFlows() ([]qpstats.Flow, qpstats.TableStats) {
-	var tables [][]qpstats.Entry
+	return p.QPFlowsInto(nil)
+}
+
+// QPFlowsInto is QPFlows into dst's memory (grown as needed). The copies
+// of the workers' tables are the pipeline's own, kept from one call to
+// the next, so a caller that keeps dst too (the periodic report) makes no
+// garbage: megabytes a second of it made the collector stop the workers.
+func (p *Pipeline) QPFlowsInto(dst []qpstats.Flow) ([]qpstats.Flow, qpstats.TableStats) {
+	p.qpMu.Lock()
+	defer p.qpMu.Unlock()
+	if len(p.qpCopies) != len(p.Workers) {
+		p.qpCopies = make([][]qpstats.Entry, len(p.Workers))
+	}
 	var total qpstats.TableStats
-	for _, w := range p.Workers {
-		e, st := w.qpEntries()
-		tables = append(tables, e)
+	for i, w := range p.Workers {
+		var st qpstats.TableStats
+		p.qpCopies[i], st = w.qpEntries(p.qpCopies[i][:0])
 		total.Add(st)
 	}
-	return qpstats.Merge(tables...), total
+	return qpstats.MergeInto(dst, p.qpCopies...), total
 }

@@ -14,14 +14,17 @@ type Flow struct {
 
 // Merge sums entries with the same key (a QP seen on two lcores, which RSS
 // avoids but a reconfiguration can cause).
-func Merge(tables ...[]Entry) []Flow {
+func Merge(tables ...[]Entry) []Flow { return MergeInto(nil, tables...) }
+
+// MergeInto is Merge into dst's memory, grown as needed.
+func MergeInto(dst []Flow, tables ...[]Entry) []Flow {
 	// Sized once: a report merges every flow each second, and growing
 	// the slice and the map made garbage of several times their size.
 	total := 0
 	for _, tab := range tables {
 		total += len(tab)
 	}
-	out := make([]Flow, 0, total)
+	out := slices.Grow(dst[:0], total)
 	if len(tables) == 1 { // one worker: its keys are unique already
 		for i := range tables[0] {
 			e := &tables[0][i]
