@@ -102,7 +102,11 @@ func TestRoutedPollDoesNotAllocate(t *testing.T) {
 // withHairpin routes a port's packets out of itself: a 10.0.0.0/24 (and
 // fd00:1::/64) route over one gateway of the port, among 1000 other
 // prefixes, so that one net_ring port loops routed frames.
-func withHairpin(t testing.TB, set *ports.Set) func(*Spec) {
+func withHairpin(t testing.TB, set *ports.Set) func(*Spec) { return withHairpinVia(t, set, false) }
+
+// withHairpinVia is withHairpin, with ecmp every route a 2-way ECMP group
+// (gateways .2 and .3 of the port's subnets, both on the port).
+func withHairpinVia(t testing.TB, set *ports.Set, ecmp bool) func(*Spec) {
 	return func(s *Spec) {
 		p := set.Ports[0]
 		rp := routing.Port{ID: uint16(p.ID), Name: p.Name, Addrs: []netip.Prefix{
@@ -117,13 +121,17 @@ func withHairpin(t testing.TB, set *ports.Set) func(*Spec) {
 			t.Fatal(err)
 		}
 		routes := []routing.Route{}
-		for _, gw := range []string{"10.9.0.2", "fd00:9::2"} {
+		for _, gw := range []string{"10.9.0.2", "fd00:9::2", "10.9.0.3", "fd00:9::3"} {
 			if err := rt.SetNeighbor(p.Name, netip.MustParseAddr(gw), [6]byte{0xb8, 0, 0, 0, 0, 9}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		via4 := []routing.NextHop{{Port: p.Name, Gateway: netip.MustParseAddr("10.9.0.2"), Weight: 1}}
 		via6 := []routing.NextHop{{Port: p.Name, Gateway: netip.MustParseAddr("fd00:9::2"), Weight: 1}}
+		if ecmp {
+			via4 = append(via4, routing.NextHop{Port: p.Name, Gateway: netip.MustParseAddr("10.9.0.3"), Weight: 1})
+			via6 = append(via6, routing.NextHop{Port: p.Name, Gateway: netip.MustParseAddr("fd00:9::3"), Weight: 1})
+		}
 		routes = append(routes, routing.Route{Prefix: netip.MustParsePrefix("10.0.0.0/24"), Kind: routing.PathForward, Via: via4},
 			routing.Route{Prefix: netip.MustParsePrefix("fd00:1::/64"), Kind: routing.PathForward, Via: via6})
 		for i := range 500 {
@@ -371,11 +379,14 @@ func TestECMPMemberOfEachFlow(t *testing.T) {
 // frames are made again (about 1% of the time; stopping the timer would
 // stop the world each time).
 func BenchmarkRoutedPoll(b *testing.B) {
-	for _, v6 := range []bool{false, true} {
-		name := map[bool]string{false: "io-ipv4", true: "io-ipv6"}[v6]
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		v6, ecmp bool
+	}{{"io-ipv4", false, false}, {"io-ipv6", true, false}, {"io-ipv4-ecmp", false, true}} {
+		v6 := c.v6
+		b.Run(c.name, func(b *testing.B) {
 			cfg, set := openPorts(b, "io", "net_ring%d")
-			p := newPipeline(b, cfg, set, withHairpin(b, set))
+			p := newPipeline(b, cfg, set, withHairpinVia(b, set, c.ecmp))
 			w := p.Workers[0]
 			var frames [][]byte
 			for i := range 32 {
@@ -410,8 +421,8 @@ func BenchmarkRoutedPoll(b *testing.B) {
 				n += w.Poll()
 			}
 			b.StopTimer()
-			if st := p.RouteStats(); st.Classes[RoutedForward] < uint64(n)*9/10 {
-				b.Fatalf("%d of %d packets routed", st.Classes[RoutedForward], n)
+			if st := p.RouteStats(); st.Classes[RoutedForward]+st.Classes[RoutedECMP] < uint64(n)*9/10 {
+				b.Fatalf("%d of %d packets routed", st.Classes[RoutedForward]+st.Classes[RoutedECMP], n)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/packet")
 			closeRing(b, p, set)
