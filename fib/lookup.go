@@ -113,6 +113,9 @@ func (t *Table) batch4(addrs []uint32, nh []uint32) {
 	}
 
 	gbase := uintptr(unsafe.Pointer(unsafe.SliceData(groups)))
+	// s is the bits walked before this level, at most 24: a level reads
+	// 8 bits of a 32-bit address, so none is pending past s = 24 and the
+	// mask never wraps a value in use.
 	for s := t.fbits & 31; np > 0; s = (s + 8) & 31 {
 		pend := pend[:np]
 		if np > 1 {

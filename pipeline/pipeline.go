@@ -71,10 +71,10 @@ type Pipeline struct {
 	running bool
 	flows   pipelineFlows
 	imp     impairs
-	// qpMu guards qpCopies, the workers' QP table copies QPFlowsInto
-	// reuses: a report each second then leaves no garbage behind.
+	// qpMu makes QPFlowsInto's callers take turns in the workers' QP
+	// table copy buffers; qpTables holds its views of them.
 	qpMu     sync.Mutex
-	qpCopies [][]qpstats.Entry
+	qpTables [][]qpstats.Entry
 }
 
 // New builds the workers: each gets a burst step on its socket and its

@@ -202,12 +202,13 @@ func (c *tscClock) ns(tsc uint64) int64 {
 // long enough for a NIC's rx ring to overflow.
 const qpChunk = 256
 
-// qpEntries appends a copy of the worker's QP table to out and returns it
-// with the table's stats.
-func (w *Worker) qpEntries(out []qpstats.Entry) ([]qpstats.Entry, qpstats.TableStats) {
+// qpEntries copies the worker's QP table into its copy buffer (DPDK
+// memory) and returns the copy, valid until the next call (QPFlowsInto,
+// the only caller, makes them one at a time), with the table's stats.
+func (w *Worker) qpEntries() ([]qpstats.Entry, qpstats.TableStats) {
 	rs := w.rs
 	if rs == nil || rs.qp == nil {
-		return out, qpstats.TableStats{}
+		return nil, qpstats.TableStats{}
 	}
 	var st qpstats.TableStats
 	buf, pos := rs.qpCopy[:0], 0
@@ -219,10 +220,10 @@ func (w *Worker) qpEntries(out []qpstats.Entry) ([]qpstats.Entry, qpstats.TableS
 		st = rs.qp.Stats()
 		return true
 	})
-	if err == nil {
-		out = append(out, buf...)
+	if err != nil {
+		return nil, st
 	}
-	return out, st
+	return buf, st
 }
 
 // RoCEByPort merges every worker's RoCE counters by rx port.
@@ -251,21 +252,21 @@ func (p *Pipeline) QPFlows() ([]qpstats.Flow, qpstats.TableStats) {
 	return p.QPFlowsInto(nil)
 }
 
-// QPFlowsInto is QPFlows into dst's memory (grown as needed). The copies
-// of the workers' tables are the pipeline's own, kept from one call to
-// the next, so a caller that keeps dst too (the periodic report) makes no
-// garbage: megabytes a second of it made the collector stop the workers.
+// QPFlowsInto is QPFlows into dst's memory (grown as needed). The tables
+// are merged from the workers' own copy buffers, so a caller that keeps
+// dst (the periodic report) makes no garbage: megabytes a second of it
+// made the collector stop the workers.
 func (p *Pipeline) QPFlowsInto(dst []qpstats.Flow) ([]qpstats.Flow, qpstats.TableStats) {
-	p.qpMu.Lock()
+	p.qpMu.Lock() // one caller at a time in the copy buffers
 	defer p.qpMu.Unlock()
-	if len(p.qpCopies) != len(p.Workers) {
-		p.qpCopies = make([][]qpstats.Entry, len(p.Workers))
+	if len(p.qpTables) != len(p.Workers) {
+		p.qpTables = make([][]qpstats.Entry, len(p.Workers))
 	}
 	var total qpstats.TableStats
 	for i, w := range p.Workers {
 		var st qpstats.TableStats
-		p.qpCopies[i], st = w.qpEntries(p.qpCopies[i][:0])
+		p.qpTables[i], st = w.qpEntries()
 		total.Add(st)
 	}
-	return qpstats.MergeInto(dst, p.qpCopies...), total
+	return qpstats.MergeInto(dst, p.qpTables...), total
 }
