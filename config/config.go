@@ -77,12 +77,18 @@ type Mempool struct {
 	Mbufs    int `toml:"mbufs"`     // per-socket pool size; 2^n-1 is optimal for rte_mempool
 	Cache    int `toml:"cache"`     // per-lcore cache, 0..512, <= mbufs/1.5
 	DataRoom int `toml:"data_room"` // mbuf data room including headroom
+	// Ops is the DPDK mempool driver behind the per-lcore caches: "auto"
+	// (a lock-free LIFO stack where the platform's own choice is the
+	// plain ring, else the platform's), or a driver's name ("ring_mp_mc",
+	// "stack", "lf_stack", ...).
+	Ops string `toml:"ops"`
 }
 
 func (m *Mempool) setDefaults() {
 	m.Mbufs = 16383
 	m.Cache = 256
 	m.DataRoom = 2176 // RTE_MBUF_DEFAULT_BUF_SIZE: 2048 + 128 headroom
+	m.Ops = "auto"
 }
 
 // Port is one ethdev, either a virtual device or a PCI device.

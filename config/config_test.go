@@ -52,7 +52,7 @@ func TestDefault(t *testing.T) {
 	if cfg.Pipeline.Mode != "roce" || !cfg.RoCE.VerifyICRC || cfg.Pipeline.Burst != 32 {
 		t.Errorf("Pipeline = %+v", cfg.Pipeline)
 	}
-	if cfg.Mempool != (Mempool{Mbufs: 16383, Cache: 256, DataRoom: 2176}) {
+	if cfg.Mempool != (Mempool{Mbufs: 16383, Cache: 256, DataRoom: 2176, Ops: "auto"}) {
 		t.Errorf("Mempool = %+v", cfg.Mempool)
 	}
 	for i, p := range cfg.Ports {
@@ -339,9 +339,10 @@ var errorCases = []struct {
 		/* 12 */ `[mempool]`,
 		/* 13 */ `cache = 513`,
 		/* 14 */ `data_room = 100`,
-		/* 15 */ `[[forward]]`,
-		/* 16 */ `from = "a"`,
-		/* 17 */ `to = "a"`,
+		/* 15 */ `ops = "ring mp"`,
+		/* 16 */ `[[forward]]`,
+		/* 17 */ `from = "a"`,
+		/* 18 */ `to = "a"`,
 	), []string{
 		"t.toml:4: port[0].rx_queues: 0 is out of range 1..1024",
 		"t.toml:5: port[0].tx_queues: 1025 is out of range 1..1024",
@@ -352,6 +353,7 @@ var errorCases = []struct {
 		"t.toml:11: pipeline.burst: 513 is out of range 1..512",
 		"t.toml:13: mempool.cache: 513 is out of range 0..512",
 		"t.toml:14: mempool.data_room: 100 is out of range 192..65535",
+		`t.toml:15: mempool.ops: "ring mp" is not a mempool driver's name: want auto, ring_mp_mc, stack, lf_stack or another driver DPDK has`,
 	}},
 
 	{"mempool sizing", src(

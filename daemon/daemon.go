@@ -228,6 +228,9 @@ func (d *Daemon) bringUp() error {
 		return err
 	}
 	d.Ports = set
+	for sock, p := range set.Pools {
+		d.log.Info("mbuf pool", "socket", sock, "mbufs", p.Size, "driver", p.Ops())
+	}
 	for _, p := range set.Ports {
 		link, err := p.ID.Link(false)
 		if err != nil {

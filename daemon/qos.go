@@ -43,7 +43,7 @@ func (d *Daemon) qosSpec(set *ports.Set, sysRoot string) (*pipeline.QoSSpec, err
 	// the queues hold every mbuf of the data pools.
 	spec := &pipeline.QoSSpec{Ports: map[uint16]pipeline.QoSPort{}, Pools: map[int]*dpdk.Mempool{}, Mbufs: cfg.Mempool.Mbufs}
 	for sock := range set.Pools {
-		pool, err := dpdk.NewPktmbufPool(fmt.Sprintf("rf_pfc_s%d", sock), pfcPoolSize, 0, pfcDataRoom, sock)
+		pool, err := dpdk.NewPktmbufPool(fmt.Sprintf("rf_pfc_s%d", sock), pfcPoolSize, 0, pfcDataRoom, sock, "")
 		if err != nil {
 			return nil, fmt.Errorf("PFC frame pool on socket %d: %w", sock, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -81,7 +82,7 @@ func TestLcores(t *testing.T) {
 }
 
 func TestStepLoopback(t *testing.T) {
-	pool, err := NewPktmbufPool("t_loop", 1023, 0, 2176, -1)
+	pool, err := NewPktmbufPool("t_loop", 1023, 0, 2176, -1, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestStepLoopback(t *testing.T) {
 }
 
 func TestStepAllocs(t *testing.T) {
-	pool, err := NewPktmbufPool("t_alloc", 1023, 0, 2176, -1)
+	pool, err := NewPktmbufPool("t_alloc", 1023, 0, 2176, -1, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,4 +182,46 @@ func TestBadDevice(t *testing.T) {
 		t.Fatal("probing a nonexistent driver succeeded")
 	}
 	t.Log(err)
+}
+
+// A pool on a stack driver hands out the mbuf freed last first, and one
+// on a ring its oldest: with no per-lcore cache between, the order is the
+// driver's. An unknown driver is an error that names it.
+func TestMempoolDrivers(t *testing.T) {
+	if best := BestMempoolOps(); best != "ring_mp_mc" {
+		t.Errorf("DPDK's best mempool driver here is %q, want ring_mp_mc", best)
+	}
+	for _, c := range []struct {
+		ops, want string
+		lifo      bool
+	}{
+		{"", "ring_mp_mc", false},
+		{"ring_mp_mc", "ring_mp_mc", false},
+		{"stack", "stack", true},
+		{"lf_stack", "lf_stack", true},
+	} {
+		pool, err := NewPktmbufPool("t_ops_"+c.want, 63, 0, 2176, -1, c.ops)
+		if err != nil {
+			t.Fatalf("driver %q: %v", c.ops, err)
+		}
+		if got := pool.Ops(); got != c.want {
+			t.Errorf("driver %q: pool on %q", c.ops, got)
+		}
+		a, b := pool.Alloc(), pool.Alloc()
+		FreeMbufs([]*Mbuf{a})
+		FreeMbufs([]*Mbuf{b})
+		got := pool.Alloc()
+		if lifo := got == b; lifo != c.lifo {
+			t.Errorf("driver %q: the mbuf freed last came back first: %v, want %v", c.ops, lifo, c.lifo)
+		}
+		FreeMbufs([]*Mbuf{got})
+		if pool.InUse() != 0 {
+			t.Errorf("driver %q: %d mbufs in use", c.ops, pool.InUse())
+		}
+		pool.Free()
+	}
+	_, err := NewPktmbufPool("t_ops_none", 63, 0, 2176, -1, "no_such_driver")
+	if err == nil || !strings.Contains(err.Error(), "no_such_driver") {
+		t.Errorf("an unknown driver: %v", err)
+	}
 }

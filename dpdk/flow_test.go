@@ -442,7 +442,7 @@ func wantFlowErr(t *testing.T, what string, err error, want syscall.Errno) *Flow
 // net_null, net_ring and net_pcap have no flow engine: every rte_flow call
 // answers ENOSYS (rte_flow_ops_get), template API included.
 func TestFlowNoEngine(t *testing.T) {
-	pool, err := NewPktmbufPool("t_flow_none", 1023, 0, 2176, -1)
+	pool, err := NewPktmbufPool("t_flow_none", 1023, 0, 2176, -1, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,7 +553,7 @@ func TestFlowBadHandles(t *testing.T) {
 // net_tap has a synchronous flow engine that turns rules into TC flower
 // filters; it needs root and /dev/net/tun.
 func TestFlowTap(t *testing.T) {
-	pool, err := NewPktmbufPool("t_flow_tap", 1023, 0, 2176, -1)
+	pool, err := NewPktmbufPool("t_flow_tap", 1023, 0, 2176, -1, "")
 	if err != nil {
 		t.Fatal(err)
 	}

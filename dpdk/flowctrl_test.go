@@ -10,7 +10,7 @@ import (
 // DPDK's -ENOTSUP so that hwpfc can tell "not implemented" from a failure.
 // (EAL is up from TestMain in dpdk_test.go.)
 func TestPriorityFlowCtrlNotSupported(t *testing.T) {
-	pool, err := NewPktmbufPool("t_pfc", 511, 0, 2176, -1)
+	pool, err := NewPktmbufPool("t_pfc", 511, 0, 2176, -1, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestPriorityFlowCtrlNotSupported(t *testing.T) {
 }
 
 func TestPriorityFlowCtrlBadArgs(t *testing.T) {
-	pool, err := NewPktmbufPool("t_pfc_bad", 511, 0, 2176, -1)
+	pool, err := NewPktmbufPool("t_pfc_bad", 511, 0, 2176, -1, "")
 	if err != nil {
 		t.Fatal(err)
 	}

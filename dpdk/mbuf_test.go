@@ -6,7 +6,7 @@ import "testing"
 // mbuf through a port, and is gone when the mbuf is reallocated (which
 // clears ol_flags: the accessors use the real field).
 func TestMbufMark(t *testing.T) {
-	pool, err := NewPktmbufPool("t_mark", 1023, 0, 2176, -1)
+	pool, err := NewPktmbufPool("t_mark", 1023, 0, 2176, -1, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,12 @@ package dpdk
 /*
 #include <stdlib.h>
 #include "shim.h"
+#include <rte_mbuf_pool_ops.h>
+
+static const char *rf_mempool_ops_name(const struct rte_mempool *mp)
+{
+	return rte_mempool_get_ops(mp->ops_index)->name;
+}
 */
 import "C"
 
@@ -20,13 +26,25 @@ type Mempool struct {
 }
 
 // NewPktmbufPool creates a pool of n mbufs with dataRoom bytes each
-// (headroom included) and a per-lcore cache (rte_pktmbuf_pool_create).
-func NewPktmbufPool(name string, n, cache, dataRoom, socket int) (*Mempool, error) {
+// (headroom included) and a per-lcore cache, on the mempool driver ops
+// ("": the platform's best, as rte_pktmbuf_pool_create chooses).
+func NewPktmbufPool(name string, n, cache, dataRoom, socket int, ops string) (*Mempool, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
-	p := C.rte_pktmbuf_pool_create(cname, C.uint(n), C.uint(cache), 0, C.uint16_t(dataRoom), C.int(socket))
+	var p *C.struct_rte_mempool
+	if ops == "" {
+		p = C.rte_pktmbuf_pool_create(cname, C.uint(n), C.uint(cache), 0, C.uint16_t(dataRoom), C.int(socket))
+	} else {
+		cops := C.CString(ops)
+		defer C.free(unsafe.Pointer(cops))
+		p = C.rte_pktmbuf_pool_create_by_ops(cname, C.uint(n), C.uint(cache), 0, C.uint16_t(dataRoom), C.int(socket), cops)
+	}
 	if p == nil {
-		return nil, &Error{Op: fmt.Sprintf("mempool %s (%d mbufs of %d B on socket %d)", name, n, dataRoom, socket), Errno: int(C.rf_errno())}
+		on := ""
+		if ops != "" {
+			on = ", driver " + ops
+		}
+		return nil, &Error{Op: fmt.Sprintf("mempool %s (%d mbufs of %d B on socket %d%s)", name, n, dataRoom, socket, on), Errno: int(C.rf_errno())}
 	}
 	return &Mempool{p: p, Name: name, Socket: socket, Size: n}, nil
 }
@@ -90,3 +108,11 @@ func FreeMbufs(ms []*Mbuf) {
 		C.rte_pktmbuf_free((*C.struct_rte_mbuf)(unsafe.Pointer(m)))
 	}
 }
+
+// Ops is the name of the pool's mempool driver.
+func (m *Mempool) Ops() string { return C.GoString(C.rf_mempool_ops_name(m.p)) }
+
+// BestMempoolOps is the mempool driver DPDK picks for packet pools on
+// this platform (rte_mbuf_best_mempool_ops): "ring_mp_mc" unless a
+// hardware pool or an EAL option says otherwise.
+func BestMempoolOps() string { return C.GoString(C.rte_mbuf_best_mempool_ops()) }
