@@ -60,7 +60,7 @@ func MbufDemand(cfg *config.Config, socketOf func(config.Port) int, workers, bur
 // lcore cache for good (punted to the kernel and freed by the exception
 // path's pump) the cache refills from the common pool, and a ring hands
 // out its oldest mbufs, cold in memory, where a stack hands out the ones
-// freed last, still in the caches: punting 1 frame in 50 ran 2-6%
+// freed last, still in the caches: punting 1 frame in 50 ran 2-7%
 // faster on a stack, and the other benchmark rows within noise of the
 // ring (interleaved daemon runs, 2 MiB pages). A platform with a
 // pool of its own (a hardware mempool) keeps it, and so does a build of
