@@ -339,7 +339,7 @@ var errorCases = []struct {
 		/* 12 */ `[mempool]`,
 		/* 13 */ `cache = 513`,
 		/* 14 */ `data_room = 100`,
-		/* 15 */ `ops = "ring mp"`,
+		/* 15 */ `ops = ""`,
 		/* 16 */ `[[forward]]`,
 		/* 17 */ `from = "a"`,
 		/* 18 */ `to = "a"`,
@@ -353,7 +353,7 @@ var errorCases = []struct {
 		"t.toml:11: pipeline.burst: 513 is out of range 1..512",
 		"t.toml:13: mempool.cache: 513 is out of range 0..512",
 		"t.toml:14: mempool.data_room: 100 is out of range 192..65535",
-		`t.toml:15: mempool.ops: "ring mp" is not a mempool driver's name: want auto, ring_mp_mc, stack, lf_stack or another driver DPDK has`,
+		`t.toml:15: mempool.ops: "" is not a mempool driver's name: want auto, ring_mp_mc, stack, lf_stack or another driver DPDK has`,
 	}},
 
 	{"mempool sizing", src(

@@ -192,7 +192,8 @@ func validateMempool(c *checker, cfg *Config) {
 	if m.Mbufs > 0 && m.Cache*3 > m.Mbufs*2 {
 		c.errorf(p.key("cache"), "%d is more than mbufs/1.5 (%d); lower cache or raise mbufs", m.Cache, m.Mbufs*2/3)
 	}
-	if m.Ops == "" || strings.ContainsAny(m.Ops, " \t\n") || len(m.Ops) > 31 { // RTE_MEMPOOL_OPS_NAMESIZE
+	// Whether DPDK has the driver is known once EAL is up (ports.Open).
+	if m.Ops == "" || len(m.Ops) > 31 { // RTE_MEMPOOL_OPS_NAMESIZE
 		c.errorf(p.key("ops"), "%q is not a mempool driver's name: want auto, ring_mp_mc, stack, lf_stack or another driver DPDK has", m.Ops)
 	}
 	dr := p.key("data_room")

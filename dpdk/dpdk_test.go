@@ -186,16 +186,14 @@ func TestBadDevice(t *testing.T) {
 
 // A pool on a stack driver hands out the mbuf freed last first, and one
 // on a ring its oldest: with no per-lcore cache between, the order is the
-// driver's. An unknown driver is an error that names it.
+// driver's. No driver named is DPDK's best for the platform. An unknown
+// driver is an error that names it.
 func TestMempoolDrivers(t *testing.T) {
-	if best := BestMempoolOps(); best != "ring_mp_mc" {
-		t.Errorf("DPDK's best mempool driver here is %q, want ring_mp_mc", best)
-	}
 	for _, c := range []struct {
 		ops, want string
 		lifo      bool
 	}{
-		{"", "ring_mp_mc", false},
+		{"", BestMempoolOps(), false},
 		{"ring_mp_mc", "ring_mp_mc", false},
 		{"stack", "stack", true},
 		{"lf_stack", "lf_stack", true},

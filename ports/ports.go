@@ -116,6 +116,10 @@ func OpenWith(cfg *config.Config, workers int, beforeStart func(*Port) error) (*
 		pool, err := newPool(cfg, sock, n)
 		if err != nil {
 			s.Close()
+			if ops := cfg.Mempool.Ops; ops != "auto" && errors.Is(err, syscall.EINVAL) {
+				// rte_mempool_set_ops_byname's answer to a name it has not registered.
+				return nil, fmt.Errorf("%s: mempool.ops = %q: DPDK has no mempool driver of that name (ring_mp_mc, stack and lf_stack are in every build): %w", cfg.File, ops, err)
+			}
 			return nil, fmt.Errorf("%w (free more DPDK memory: raise -m or --socket-mem in [eal] args, or lower mempool.mbufs)", err)
 		}
 		s.Pools[sock] = pool

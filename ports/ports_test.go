@@ -128,6 +128,11 @@ func TestOpenVdevs(t *testing.T) {
 	if len(set.Pools) != 1 {
 		t.Errorf("pools %v, want one for the one socket", set.Pools)
 	}
+	// [mempool] ops = "auto": the lock-free stack, where DPDK's own
+	// choice is the ring.
+	if best, got := dpdk.BestMempoolOps(), set.Ports[0].Pool.Ops(); best == "ring_mp_mc" && got != "lf_stack" || best != "ring_mp_mc" && got != best {
+		t.Errorf("pool on the %q driver (DPDK's best: %q), want lf_stack", got, best)
+	}
 	if _, ok := set.ByName("x"); ok {
 		t.Error("ByName found a port that is not configured")
 	}
@@ -368,6 +373,9 @@ func TestOpenErrors(t *testing.T) {
 		{"PCI device under --no-pci", "",
 			[]string{"name = \"a\"\npci = \"0000:3b:00.0\""},
 			"; check that 0000:3b:00.0 is not excluded by -b or --no-pci in [eal] args"},
+		{"unknown mempool driver", "[mempool]\nops = \"no_such_driver\"",
+			[]string{fmt.Sprintf("name = \"a\"\nvdev = %q", vdev("net_null%d"))},
+			`t.toml: mempool.ops = "no_such_driver": DPDK has no mempool driver of that name`},
 		{"second port fails", "",
 			[]string{fmt.Sprintf("name = \"a\"\nvdev = %q", vdev("net_null%d")), "name = \"b\"\nvdev = \"net_nosuch1,x=1\""},
 			`port b: cannot probe "net_nosuch1,x=1": `},
