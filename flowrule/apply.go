@@ -3,6 +3,7 @@ package flowrule
 import (
 	"math/bits"
 
+	"roce-fwd/internal/cacheline"
 	"roce-fwd/roce"
 )
 
@@ -75,8 +76,11 @@ func NewState(t *Table) *State { return NewStateShare(t, 1) }
 // the traffic spread evenly over them, as RSS does).
 func NewStateShare(t *Table, n int) *State {
 	n = max(n, 1)
-	s := &State{t: t, counters: make([]Counter, len(t.cr)), meters: make([]meterState, len(t.meters)),
-		params: append([]meterParams(nil), t.meters...)}
+	// A worker writes the counters and meters for every packet a rule
+	// matches.
+	s := cacheline.New[State]()
+	*s = State{t: t, counters: cacheline.Alone[Counter](len(t.cr)), meters: cacheline.Alone[meterState](len(t.meters)),
+		params: append(cacheline.Alone[meterParams](len(t.meters))[:0], t.meters...)}
 	for i := range s.params {
 		p := &s.params[i]
 		p.cir, p.pir = p.cir/uint64(n), p.pir/uint64(n)

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"net/netip"
 
+	"roce-fwd/internal/cacheline"
 	"roce-fwd/qos"
 	"roce-fwd/roce"
 )
@@ -211,7 +212,9 @@ func (w *Worker) expire(i int32) {
 
 // NewWorker makes worker index's state for set, every rule fresh.
 func NewWorker(set *Set, index int) *Worker {
-	w := &Worker{set: set, m: make([]match, len(set.rules)), st: make([]state, len(set.rules))}
+	// The worker writes st and its Worker for every packet a rule matches.
+	w := cacheline.New[Worker]()
+	*w = Worker{set: set, m: cacheline.Alone[match](len(set.rules)), st: cacheline.Alone[state](len(set.rules))}
 	for i := range set.rules {
 		c := &set.rules[i]
 		w.m[i] = c.m

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"roce-fwd/dpdk"
+	"roce-fwd/internal/cacheline"
 	"roce-fwd/roce"
 )
 
@@ -48,7 +49,7 @@ const (
 
 // newBurst sizes a burst for up to n packets.
 func newBurst(n int) burst {
-	return burst{res: make([]roce.Result, n), fate: make([]fate, n), frame: make([][]byte, n), size: make([]uint32, n), imp: make([]int32, n), qslot: make([]int32, n), flowHit: make([]int32, n)}
+	return burst{res: cacheline.Alone[roce.Result](n), fate: cacheline.Alone[fate](n), frame: cacheline.Alone[[]byte](n), size: cacheline.Alone[uint32](n), imp: cacheline.Alone[int32](n), qslot: cacheline.Alone[int32](n), flowHit: cacheline.Alone[int32](n)}
 }
 
 // reset starts the burst of rx source src.

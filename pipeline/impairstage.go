@@ -9,6 +9,7 @@ import (
 
 	"roce-fwd/dpdk"
 	"roce-fwd/impair"
+	"roce-fwd/internal/cacheline"
 	"roce-fwd/roce"
 )
 
@@ -536,6 +537,8 @@ func (ims *impairs) freshStage(w *Worker) (*impairStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &impairStage{held: make([]heldPkt, ims.hold), out: make([]uint64, len(w.step.Txq)), storms: make([]storm, 0, maxStorms),
-		dup: make([]int32, n), dupMbufs: mbufs, pool: ims.pools[w.Socket]}, nil
+	is := cacheline.New[impairStage]()
+	*is = impairStage{held: cacheline.Alone[heldPkt](ims.hold), out: cacheline.Alone[uint64](len(w.step.Txq)), storms: cacheline.Alone[storm](maxStorms)[:0],
+		dup: cacheline.Alone[int32](n), dupMbufs: mbufs, pool: ims.pools[w.Socket]}
+	return is, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"roce-fwd/dpdk"
+	"roce-fwd/internal/cacheline"
 	"roce-fwd/qpstats"
 	"roce-fwd/roce"
 )
@@ -138,7 +139,8 @@ func New(spec Spec) (*Pipeline, error) {
 		for _, d := range spec.destinations(ws) {
 			addDest(d)
 		}
-		w := &Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, clock: newTSCClock(), b: newBurst(spec.rxBurst())}
+		w := cacheline.New[Worker]()
+		*w = Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, clock: newTSCClock(), b: newBurst(spec.rxBurst())}
 		if spec.QoS != nil {
 			for _, rx := range ws.Rx {
 				if qp := spec.QoS.Ports[rx.Port]; pfcOwner[rx.Port] == wi && qp.SoftwarePFC() {

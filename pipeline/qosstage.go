@@ -9,6 +9,7 @@ import (
 
 	"roce-fwd/dpdk"
 	"roce-fwd/hwpfc"
+	"roce-fwd/internal/cacheline"
 	"roce-fwd/qos"
 	"roce-fwd/qpstats"
 	"roce-fwd/roce"
@@ -139,7 +140,8 @@ type qosStage struct {
 
 // initQoS builds the worker's QoS state; targets are its tx queues.
 func (w *Worker) initQoS(spec *QoSSpec, shared map[uint16]*portShared, targets []dpdk.Queue, slots int) error {
-	qs := &qosStage{slots: make([]qos.Slot, slots)}
+	qs := cacheline.New[qosStage]()
+	*qs = qosStage{slots: cacheline.Alone[qos.Slot](slots)}
 	w.qs = qs
 	pool := spec.Pools[w.Socket]
 	for _, rx := range w.rx {

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"roce-fwd/dpdk"
+	"roce-fwd/internal/cacheline"
 	"roce-fwd/qpstats"
 	"roce-fwd/roce"
 	"roce-fwd/rocestats"
@@ -31,12 +32,13 @@ type roceStage struct {
 // burst packets. The QP table lives in DPDK memory on the worker's socket:
 // hugepages spare its random accesses the TLB misses of 4 KB pages.
 func (w *Worker) initRoCE(spec *RoCESpec, rxQueues, burst int) error {
-	rs := &roceStage{
+	rs := cacheline.New[roceStage]()
+	*rs = roceStage{
 		tcmap:         spec.TCMap,
 		verifyICRC:    spec.VerifyICRC,
 		dropBadICRC:   spec.DropBadICRC,
 		dropMalformed: spec.DropMalformed,
-		ports:         make([]rocestats.Counters, rxQueues),
+		ports:         cacheline.Alone[rocestats.Counters](rxQueues),
 	}
 	if spec.QPTable > 0 {
 		mem, err := dpdk.Zmalloc("the QP table", uintptr(qpstats.Footprint(spec.QPTable)), w.Socket)

@@ -5,6 +5,7 @@ import (
 
 	"roce-fwd/dpdk"
 	"roce-fwd/fib"
+	"roce-fwd/internal/cacheline"
 	"roce-fwd/roce"
 	"roce-fwd/routing"
 )
@@ -110,10 +111,11 @@ type adjOut struct {
 }
 
 func newRouteStage(spec *RouteSpec, n int, txOf []int16, rx []rxSource, workers int) *routeStage {
-	rs := &routeStage{v4: spec.V4, v6: spec.V6, txOf: txOf,
-		l3: make([]uint16, n), adjOf: make([]int32, n), a4: make([]uint32, n), nh4: make([]uint32, n), j4: make([]uint16, n),
-		hi: make([]uint64, n), lo: make([]uint64, n), nh6: make([]uint32, n), j6: make([]uint16, n),
-		egress: make([]uint16, n), keys: make([]routing.FlowKey, n), sums: make([]uint32, n), sub: newBurst(n), subPkts: make([]*dpdk.Mbuf, n), seenTx: make([]uint16, 0, len(txOf))}
+	rs := cacheline.New[routeStage]()
+	*rs = routeStage{v4: spec.V4, v6: spec.V6, txOf: txOf,
+		l3: cacheline.Alone[uint16](n), adjOf: cacheline.Alone[int32](n), a4: cacheline.Alone[uint32](n), nh4: cacheline.Alone[uint32](n), j4: cacheline.Alone[uint16](n),
+		hi: cacheline.Alone[uint64](n), lo: cacheline.Alone[uint64](n), nh6: cacheline.Alone[uint32](n), j6: cacheline.Alone[uint16](n),
+		egress: cacheline.Alone[uint16](n), keys: cacheline.Alone[routing.FlowKey](n), sums: cacheline.Alone[uint32](n), sub: newBurst(n), subPkts: cacheline.Alone[*dpdk.Mbuf](n), seenTx: cacheline.Alone[uint16](len(txOf))[:0]}
 	rs.sub.pkts = nil
 	tx := func(port uint16) int16 {
 		if int(port) < len(txOf) {
@@ -186,7 +188,7 @@ func (w *Worker) punt(b *burst, j int, reason Reason) {
 // end: an id given up may come back).
 func (rs *routeStage) setPlane(pl *routing.Plane) {
 	rs.plane = pl
-	out := make([]adjOut, max(len(pl.Adjs), len(rs.out)))
+	out := cacheline.Alone[adjOut](max(len(pl.Adjs), len(rs.out)))
 	for i := range rs.out {
 		out[i].packets, out[i].bytes = rs.out[i].packets, rs.out[i].bytes
 	}

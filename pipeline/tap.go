@@ -8,6 +8,7 @@ import (
 
 	"roce-fwd/cbpf"
 	"roce-fwd/dpdk"
+	"roce-fwd/internal/cacheline"
 	"roce-fwd/prefetch"
 	"roce-fwd/qpstats"
 	"roce-fwd/roce"
@@ -186,8 +187,10 @@ type tap struct {
 }
 
 func newTapRing(snap, slots, dataBytes int) *tapRing {
-	return &tapRing{slots: make([]tapSlot, slots), data: make([]byte, dataBytes),
+	r := cacheline.New[tapRing]()
+	*r = tapRing{slots: make([]tapSlot, slots), data: make([]byte, dataBytes),
 		snap: snap, mask: uint64(slots - 1), dmask: uint64(dataBytes - 1)}
+	return r
 }
 
 // selects reports whether t takes packet j of b at point d, with rx port
@@ -454,7 +457,8 @@ func (p *Pipeline) ArmTap(spec TapSpec) (*Tap, error) {
 	t := &Tap{p: p, spec: spec}
 	for range p.Workers {
 		r := newTapRing(spec.Snaplen, spec.Slots, tapDataBytes(spec))
-		wt := &tap{f: spec.Filter, ring: r, limit: spec.Count}
+		wt := cacheline.New[tap]()
+		*wt = tap{f: spec.Filter, ring: r, limit: spec.Count}
 		t.rings = append(t.rings, r)
 		t.taps = append(t.taps, wt)
 	}

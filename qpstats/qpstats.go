@@ -43,6 +43,7 @@ import (
 	"net/netip"
 	"unsafe"
 
+	"roce-fwd/internal/cacheline"
 	"roce-fwd/prefetch"
 
 	"roce-fwd/roce"
@@ -398,7 +399,9 @@ type item struct {
 
 // NewBatch makes a batch for up to n packets.
 func NewBatch(n int) *Batch {
-	return &Batch{items: make([]item, n), buckets: make([]uintptr, 2*n), slots: make([]uintptr, 2*n)}
+	b := cacheline.New[Batch]() // a worker writes it for every packet staged
+	*b = Batch{items: cacheline.Alone[item](n), buckets: cacheline.Alone[uintptr](2 * n), slots: cacheline.Alone[uintptr](2 * n)}
+	return b
 }
 
 // Len is the number of packets staged since the last Reset.
