@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/gopacket/gopacket/pcapgo"
 
@@ -220,6 +221,46 @@ func TestFileSinkWritesEveryByte(t *testing.T) {
 			t.Errorf("%s (direct I/O %v): file of %d bytes, want %d", dir, fs.direct, len(got), want.Len())
 		}
 		t.Logf("%s: direct I/O %v, %d bytes", dir, fs.direct, len(got))
+	}
+}
+
+// With direct I/O each buffer is a 2 MiB huge page's worth, on a 2 MiB
+// boundary, so the kernel can pin and unpin a write as one folio; through
+// the page cache, buffers stay page-sized.
+func TestFileSinkBuffersForDirectIO(t *testing.T) {
+	for _, dir := range []string{t.TempDir(), "/var/tmp", "/dev/shm"} {
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		name := filepath.Join(dir, fmt.Sprintf("sink-align-%d.pcapng", os.Getpid()))
+		fs, buf, err := openFileSink(name, ngBufferSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs := [][]byte{buf}
+		for range fileSinkBuffers - 1 {
+			bufs = append(bufs, <-fs.free)
+		}
+		for _, b := range bufs {
+			a := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+			switch {
+			case fs.direct && (a%hugeBuffer != 0 || cap(b) != hugeBuffer):
+				t.Errorf("%s, direct I/O: buffer at %#x of %d bytes, want 2 MiB on a 2 MiB boundary", dir, a, cap(b))
+			case !fs.direct && (a%directBlock != 0 || cap(b) < ngBufferSize || cap(b) >= hugeBuffer):
+				t.Errorf("%s, page cache: buffer at %#x of %d bytes, want %d page-aligned", dir, a, cap(b), ngBufferSize)
+			}
+			if len(b) != 0 {
+				t.Errorf("%s: buffer holds %d bytes, want none", dir, len(b))
+			}
+		}
+		for _, b := range bufs[1:] {
+			fs.free <- b
+		}
+		if err := fs.close(buf); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(name)
+		t.Logf("%s: direct I/O %v", dir, fs.direct)
 	}
 }
 

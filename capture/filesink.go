@@ -3,6 +3,7 @@ package capture
 import (
 	"io"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,7 +49,8 @@ func (s writerSink) close(b []byte) error {
 type fileSink struct {
 	f      *os.File
 	direct bool
-	mem    []byte        // the buffers' memory, mapped page-aligned
+	mem    []byte        // the mapping the buffers are in
+	bufs   []byte        // the buffers, one after another: page-aligned, or huge-page-aligned for direct I/O
 	todo   chan []byte   // buffers to write
 	free   chan []byte   // buffers written
 	done   chan struct{} // the writing goroutine has ended
@@ -59,6 +61,13 @@ type fileSink struct {
 const (
 	fileSinkBuffers = 4
 	directBlock     = 4096
+	// hugeBuffer is a direct-I/O buffer's size and alignment: a 2 MiB
+	// huge page each, where transparent huge pages are allowed (madvise).
+	// The kernel pins a direct write's pages before the disk reads them
+	// and unpins them when it is done, and the completion runs on the CPU
+	// the disk's interrupt goes to, which may be a worker's: a huge page is
+	// one folio to pin and unpin where 4 KiB pages are 256 for each MiB.
+	hugeBuffer = 2 << 20
 )
 
 // openFileSink creates (or truncates) the file name, with direct I/O when
@@ -71,18 +80,28 @@ func openFileSink(name string, size int) (*fileSink, []byte, error) {
 	}
 	direct := directIO(f)
 	size = (size + directBlock - 1) &^ (directBlock - 1)
-	mem, err := unix.Mmap(-1, 0, fileSinkBuffers*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	align := directBlock
+	if direct {
+		size = (size + hugeBuffer - 1) &^ (hugeBuffer - 1)
+		align = hugeBuffer
+	}
+	mem, err := unix.Mmap(-1, 0, fileSinkBuffers*size+align-directBlock, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		f.Close()
 		return nil, nil, err
 	}
-	s := &fileSink{f: f, direct: direct, mem: mem, todo: make(chan []byte, fileSinkBuffers),
+	bufs := mem[(align-int(uintptr(unsafe.Pointer(&mem[0])))%align)%align:][:fileSinkBuffers*size]
+	if direct {
+		// A hint: where transparent huge pages are off, 4 KiB pages do.
+		_ = unix.Madvise(bufs, unix.MADV_HUGEPAGE)
+	}
+	s := &fileSink{f: f, direct: direct, mem: mem, bufs: bufs, todo: make(chan []byte, fileSinkBuffers),
 		free: make(chan []byte, fileSinkBuffers), done: make(chan struct{}), errs: make(chan error, 1)}
 	for i := 1; i < fileSinkBuffers; i++ {
-		s.free <- mem[i*size : i*size : (i+1)*size]
+		s.free <- bufs[i*size : i*size : (i+1)*size]
 	}
 	go s.run()
-	return s, mem[:0:size], nil
+	return s, bufs[:0:size], nil
 }
 
 // directIO switches f to direct I/O when that saves the kernel a copy:
