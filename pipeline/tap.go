@@ -292,19 +292,33 @@ func (t *tap) prefetch(n int) {
 	}
 }
 
-// record writes packet m to the ring slot and bytes room found.
-func (t *tap) record(m *dpdk.Mbuf, at uint64, rec *tapSlot) {
-	rec.Len = uint32(m.PktLen())
-	t.recordBytes(m.Data(), at, rec)
+// next returns the ring slot the next record goes in, with the fields
+// every record has set and the others zero, for the caller to add to and
+// record to finish. A record is written in place a field at a time: one
+// built aside and copied in would be read back in wide loads, which the
+// CPU cannot serve from the narrow stores just made, and each record
+// would wait for them to reach the cache (41% of the drop capture's
+// samples in tapOut were that copy).
+func (t *tap) next(ns int64, lcore uint16, src *rxSource, d TapDir, reason Reason) *tapSlot {
+	s := &t.ring.slots[t.pos&t.ring.mask]
+	s.NS, s.Len, s.Lcore, s.RxPort, s.RxQueue, s.TxPort = ns, 0, lcore, src.port, src.queue, 0
+	s.Dir, s.Reason, s.flags, s.RxECN, s.Impair, s.FlowRule = d, reason, 0, 0, 0, 0
+	return s
 }
 
-func (t *tap) recordBytes(d []byte, at uint64, rec *tapSlot) {
+// record finishes slot s, from next, with packet m's length and its
+// first bytes at at, where room found space for them.
+func (t *tap) record(s *tapSlot, m *dpdk.Mbuf, at uint64) {
+	s.Len = uint32(m.PktLen())
+	t.recordBytes(s, m.Data(), at)
+}
+
+func (t *tap) recordBytes(s *tapSlot, d []byte, at uint64) {
 	r := t.ring
 	o := at & r.dmask
 	n := copy(r.data[o:o+uint64(min(len(d), r.snap))], d)
 	t.dpos = at + uint64(n+7)&^7 // the next packet's bytes 8-byte aligned
-	rec.end, rec.n = t.dpos, uint32(n)
-	r.slots[t.pos&r.mask] = *rec
+	s.end, s.n = t.dpos, uint32(n)
 	t.pos++
 }
 
@@ -340,7 +354,7 @@ func (w *Worker) tapRx(b *burst) {
 				}
 				continue
 			}
-			t.record(m, at, &tapSlot{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: TapRx})
+			t.record(t.next(ns, uint16(w.Lcore), src, TapRx, 0), m, at)
 		}
 		t.publish()
 	}
@@ -396,7 +410,7 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 				continue
 			}
 			// The details only for a packet the tap takes.
-			rec := tapSlot{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: d, Reason: reason}
+			rec := t.next(ns, uint16(w.Lcore), src, d, reason)
 			if b.flowed {
 				rec.FlowRule = b.flowHit[j]
 			}
@@ -417,7 +431,7 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 					}
 				}
 			}
-			t.record(m, at, &rec)
+			t.record(rec, m, at)
 		}
 		t.publish()
 	}
