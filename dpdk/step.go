@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"unsafe"
+
+	"roce-fwd/internal/cacheline"
 )
 
 // Step is one worker's burst engine: its receive queues and arrays, and
@@ -98,7 +100,9 @@ func NewStep(burst, maxBursts, socket int, rxs, txs []Queue, txRetries int) (*St
 	c.nb_rxq = C.uint16_t(len(rxs))
 	c.nb_txq = C.uint16_t(len(txs))
 	c.tx_retries = C.uint16_t(txRetries)
-	s := &Step{c: c, burst: burst * maxBursts,
+	// The worker writes the Step and its Txq for every burst and packet.
+	s := cacheline.New[Step]()
+	*s = Step{c: c, burst: burst * maxBursts,
 		rx:   unsafe.Slice((**Mbuf)(unsafe.Pointer(c.rx)), per),
 		rxq:  unsafe.Slice(c.rxq, len(rxs)),
 		drop: unsafe.Slice((**Mbuf)(unsafe.Pointer(c.drop)), per)}
@@ -107,7 +111,7 @@ func NewStep(burst, maxBursts, socket int, rxs, txs []Queue, txRetries int) (*St
 		s.rxq[i].queue = C.uint16_t(q.Queue)
 	}
 	cq := unsafe.Slice(c.txq, len(txs))
-	s.Txq = make([]TxQueue, len(txs))
+	s.Txq = cacheline.Alone[TxQueue](len(txs))
 	for i, t := range txs {
 		pk := take(&p, uintptr(per)*ptr)
 		cq[i].pkts = (**C.struct_rte_mbuf)(pk)

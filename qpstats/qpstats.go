@@ -356,7 +356,8 @@ func New(n int, maxAgeNS int64) *Table {
 func NewAt(mem unsafe.Pointer, n int, maxAgeNS int64) *Table {
 	ns := size(n)
 	p := unsafe.Add(mem, (slotAlign-uintptr(mem)%slotAlign)%slotAlign)
-	t := &Table{bmask: uint32(ns/ways - 1)}
+	t := cacheline.New[Table]() // its memo and counters change with every packet
+	t.bmask = uint32(ns/ways - 1)
 	t.slots = unsafe.Slice((*slot)(p), ns)
 	p = unsafe.Add(p, uintptr(ns)*unsafe.Sizeof(slot{}))
 	t.buckets = unsafe.Slice((*bucket)(p), ns/ways)
