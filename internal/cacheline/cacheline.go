@@ -20,16 +20,35 @@ func Alone[T any](n int) []T {
 	return s[i : i+n : i+n]
 }
 
-// New is Alone for a single T.
-func New[T any]() *T { return &Alone[T](1)[0] }
+// New is Alone for a single T. A T larger than a line gets a line of
+// padding on each side of it, not copies of itself.
+func New[T any]() *T {
+	var z T
+	if unsafe.Sizeof(z) <= 64 {
+		return &Alone[T](1)[0]
+	}
+	return &new(padded[T]).v
+}
 
-// block is Alone's block and where its n Ts start in it.
+type padded[T any] struct {
+	_ [64]byte
+	v T
+	_ [64]byte
+}
+
+// block is Alone's block and where its n Ts start in it: a line's worth
+// of Ts on each side, and as many again to move the start onto a line
+// where the size of T allows one.
 func block[T any](n int) ([]T, int) {
 	var z T
 	size := max(int(unsafe.Sizeof(z)), 1)
 	k := (64 + size - 1) / size // Ts that cover a line
-	s := make([]T, n+3*k)
-	for i := k; i <= 2*k; i++ {
+	slack := 0
+	if 64%size == 0 {
+		slack = k
+	}
+	s := make([]T, n+2*k+slack)
+	for i := k; i <= k+slack; i++ {
 		if uintptr(unsafe.Pointer(&s[i]))%64 == 0 {
 			return s, i
 		}

@@ -23,8 +23,16 @@ func TestAloneOwnsItsLines(t *testing.T) {
 	for range 10 {
 		checkAlone[bigWithPointers](t, 1)
 		if p := uintptr(unsafe.Pointer(New[uint64]())); p%64 != 0 {
-			t.Errorf("aloneNew[uint64] at %#x: not on a line", p)
+			t.Errorf("New[uint64] at %#x: not on a line", p)
 		}
+	}
+	// New puts a T larger than a line between a line of padding each side.
+	var p padded[bigWithPointers]
+	if before, after := unsafe.Offsetof(p.v), unsafe.Sizeof(p)-unsafe.Offsetof(p.v)-unsafe.Sizeof(p.v); before < 64 || after < 64 {
+		t.Errorf("New of %d bytes: %d bytes before it, %d after, want a line each", unsafe.Sizeof(p.v), before, after)
+	}
+	if x := New[bigWithPointers](); x.p[0] != nil || x.x[999] != 0 {
+		t.Error("New's T is not zero")
 	}
 }
 
