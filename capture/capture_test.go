@@ -237,6 +237,7 @@ func TestFileSinkBuffersForDirectIO(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { os.Remove(name) })
 		bufs := [][]byte{buf}
 		for range fileSinkBuffers - 1 {
 			bufs = append(bufs, <-fs.free)
@@ -259,7 +260,6 @@ func TestFileSinkBuffersForDirectIO(t *testing.T) {
 		if err := fs.close(buf); err != nil {
 			t.Fatal(err)
 		}
-		os.Remove(name)
 		t.Logf("%s: direct I/O %v", dir, fs.direct)
 	}
 }
