@@ -184,16 +184,8 @@ func TestDecimalDigits(t *testing.T) {
 func TestFileSinkWritesEveryByte(t *testing.T) {
 	recs := workloadRecords(t)[:30000]
 	m := roce.DefaultTCMap()
-	for _, dir := range []string{t.TempDir(), "/var/tmp", "/dev/shm"} {
-		if _, err := os.Stat(dir); err != nil {
-			continue
-		}
-		name := filepath.Join(dir, fmt.Sprintf("sink-test-%d.pcapng", os.Getpid()))
-		fs, buf, err := openFileSink(name, ngBufferSize)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Remove(name) })
+	for _, dir := range sinkDirs(t) {
+		name, fs, buf := openTestSink(t, dir, "sink-test")
 		var want bytes.Buffer
 		cf := newCapture(Options{Ports: []Port{{ID: 0, Name: "src"}}, TCMap: &m}, ngWriter{s: fs, buf: buf})
 		cw := newCapture(Options{Ports: []Port{{ID: 0, Name: "src"}}, TCMap: &m}, newNgWriter(&want))
@@ -228,16 +220,8 @@ func TestFileSinkWritesEveryByte(t *testing.T) {
 // boundary, so the kernel can pin and unpin a write as one folio; through
 // the page cache, buffers stay page-sized.
 func TestFileSinkBuffersForDirectIO(t *testing.T) {
-	for _, dir := range []string{t.TempDir(), "/var/tmp", "/dev/shm"} {
-		if _, err := os.Stat(dir); err != nil {
-			continue
-		}
-		name := filepath.Join(dir, fmt.Sprintf("sink-align-%d.pcapng", os.Getpid()))
-		fs, buf, err := openFileSink(name, ngBufferSize)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.Remove(name) })
+	for _, dir := range sinkDirs(t) {
+		_, fs, buf := openTestSink(t, dir, "sink-align")
 		bufs := [][]byte{buf}
 		for range fileSinkBuffers - 1 {
 			bufs = append(bufs, <-fs.free)
@@ -262,6 +246,31 @@ func TestFileSinkBuffersForDirectIO(t *testing.T) {
 		}
 		t.Logf("%s: direct I/O %v", dir, fs.direct)
 	}
+}
+
+// sinkDirs are where the file sink tests write: the test's own directory,
+// /var/tmp (a disk, with direct I/O) and /dev/shm (tmpfs), those that exist.
+func sinkDirs(t *testing.T) []string {
+	var dirs []string
+	for _, dir := range []string{t.TempDir(), "/var/tmp", "/dev/shm"} {
+		if _, err := os.Stat(dir); err == nil {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
+}
+
+// openTestSink opens a file sink on a file named for prefix in dir,
+// removed when the test ends.
+func openTestSink(t *testing.T, dir, prefix string) (string, *fileSink, []byte) {
+	t.Helper()
+	name := filepath.Join(dir, fmt.Sprintf("%s-%d.pcapng", prefix, os.Getpid()))
+	fs, buf, err := openFileSink(name, ngBufferSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(name) })
+	return name, fs, buf
 }
 
 // A write error (a full disk) stops the capture with the error, and the

@@ -297,12 +297,7 @@ func TestTapSlotFields(t *testing.T) {
 		putSlot(tp, d, at, s)
 	}
 	tp.publish()
-	var got []TapRecord
-	reader.Read(func(rec *TapRecord) {
-		c := *rec
-		c.Data = append([]byte(nil), rec.Data...)
-		got = append(got, c)
-	})
+	got := readRecords(reader, nil)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("read back\n%+v\nwant\n%+v", got, want)
 	}
@@ -319,16 +314,22 @@ func TestTapSlotFields(t *testing.T) {
 		want = append(want, TapRecord{NS: int64(k), Lcore: 7, RxPort: 1, RxQueue: 2, Dir: TapDrop, Reason: Reason(k % 3), Data: d})
 		if k%8 == 7 {
 			tp.publish()
-			reader.Read(func(rec *TapRecord) {
-				c := *rec
-				c.Data = append([]byte(nil), rec.Data...)
-				got = append(got, c)
-			})
+			got = readRecords(reader, got)
 		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("reused slots read back\n%+v\nwant\n%+v", got, want)
 	}
+}
+
+// readRecords appends to got a copy of each record the reader has.
+func readRecords(reader *Tap, got []TapRecord) []TapRecord {
+	reader.Read(func(rec *TapRecord) {
+		c := *rec
+		c.Data = append([]byte(nil), rec.Data...)
+		got = append(got, c)
+	})
+	return got
 }
 
 // putSlot records d at at with the fields of rec, as the taps do: the
