@@ -409,12 +409,16 @@ func (d *Daemon) confineRuntime() {
 	}
 	keep := map[int]bool{}
 	workerCPU := map[int]bool{}
+	lcoreOf := map[int]int{}
 	for _, w := range d.Pipe.Workers {
 		if tid, ok := tids[w.Lcore]; ok {
 			keep[tid] = true
 		}
 		workerCPU[dpdk.LcoreCPU(w.Lcore)] = true
+		lcoreOf[dpdk.LcoreCPU(w.Lcore)] = w.Lcore
 	}
+	irqs := newIRQWatch("/", lcoreOf, d.log)
+	irqs.check() // the counts as they are
 	var cpus []int
 	for _, c := range d.Topo.CPUs() {
 		if !workerCPU[c] {
@@ -431,7 +435,10 @@ func (d *Daemon) confineRuntime() {
 		return
 	}
 	d.log.Debug("runtime threads kept off worker CPUs", "threads", n, "cpus", numa.FormatCPUList(cpus))
-	d.confine.start(confinePeriod, func() { d.confineAgain(keep, cpus) }, nil)
+	d.confine.start(confinePeriod, func() {
+		d.confineAgain(keep, cpus)
+		irqs.check()
+	}, nil)
 }
 
 // confinePeriod is how often the threads are confined again. A worker's
