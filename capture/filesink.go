@@ -49,8 +49,7 @@ func (s writerSink) close(b []byte) error {
 type fileSink struct {
 	f      *os.File
 	direct bool
-	mem    []byte        // the mapping the buffers are in
-	bufs   []byte        // the buffers, one after another: page-aligned, or huge-page-aligned for direct I/O
+	mem    []byte        // the mapping the buffers are carved from (on a 2 MiB boundary in it for direct I/O)
 	todo   chan []byte   // buffers to write
 	free   chan []byte   // buffers written
 	done   chan struct{} // the writing goroutine has ended
@@ -95,7 +94,7 @@ func openFileSink(name string, size int) (*fileSink, []byte, error) {
 		// A hint: where transparent huge pages are off, 4 KiB pages do.
 		_ = unix.Madvise(bufs, unix.MADV_HUGEPAGE)
 	}
-	s := &fileSink{f: f, direct: direct, mem: mem, bufs: bufs, todo: make(chan []byte, fileSinkBuffers),
+	s := &fileSink{f: f, direct: direct, mem: mem, todo: make(chan []byte, fileSinkBuffers),
 		free: make(chan []byte, fileSinkBuffers), done: make(chan struct{}), errs: make(chan error, 1)}
 	for i := 1; i < fileSinkBuffers; i++ {
 		s.free <- bufs[i*size : i*size : (i+1)*size]

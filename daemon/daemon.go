@@ -417,8 +417,6 @@ func (d *Daemon) confineRuntime() {
 		workerCPU[dpdk.LcoreCPU(w.Lcore)] = true
 		lcoreOf[dpdk.LcoreCPU(w.Lcore)] = w.Lcore
 	}
-	irqs := newIRQWatch("/", lcoreOf, d.log)
-	irqs.check() // the counts as they are
 	var cpus []int
 	for _, c := range d.Topo.CPUs() {
 		if !workerCPU[c] {
@@ -435,6 +433,8 @@ func (d *Daemon) confineRuntime() {
 		return
 	}
 	d.log.Debug("runtime threads kept off worker CPUs", "threads", n, "cpus", numa.FormatCPUList(cpus))
+	irqs := newIRQWatch("/", lcoreOf, d.log)
+	irqs.check() // the counts as they are
 	d.confine.start(confinePeriod, func() {
 		d.confineAgain(keep, cpus)
 		irqs.check()
