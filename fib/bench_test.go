@@ -222,6 +222,44 @@ func BenchmarkLookupBatch6(b *testing.B) {
 			benchBatch6(b, s.tab, hi, lo, memo)
 		})
 	}
+	for _, n := range []int{256, 4096, 65536} {
+		for _, memo := range []bool{false, true} {
+			b.Run(fmt.Sprintf("hosts=%d/memo=%v", n, memo), func(b *testing.B) { benchHosts6(b, n, memo) })
+		}
+	}
+}
+
+// benchHosts6 is BenchmarkLookupBatch6's host-route case: n hosts of one
+// routed /64, each with a /128 of its own (fabrics that route to each
+// host), among 1k random routes. Every walk goes to the last level, so
+// the memo must know hosts, not one subnet; with more hosts than its
+// entries it cannot know them all.
+func benchHosts6(b *testing.B, n int, memo bool) {
+	s := benchTable(b, V6, 1_000, Config{FirstBits: 24, Groups: 1 << 19}, true)
+	r := rand.New(rand.NewPCG(6, 6))
+	subnet := netip.PrefixFrom(addr6(0xfd00<<48|r.Uint64N(1<<32), 0), 64)
+	routes := []netip.Prefix{subnet}
+	hosts := make([]netip.Addr, n)
+	for i := range hosts {
+		hosts[i] = inside(r, subnet)
+		routes = append(routes, netip.PrefixFrom(hosts[i], 128))
+	}
+	for _, p := range routes {
+		if err := s.tab.Add(p, 1+r.Uint32N(100)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, p := range routes {
+			s.tab.Delete(p)
+		}
+		s.tab.Reclaim()
+	}()
+	hi, lo := make([]uint64, 1<<18), make([]uint64, 1<<18) // many passes over 65536 hosts
+	for i := range hi {
+		hi[i], lo[i] = u128(hosts[r.IntN(n)])
+	}
+	benchBatch6(b, s.tab, hi, lo, memo)
 }
 
 func benchBatch6(b *testing.B, tab *Table, hi, lo []uint64, memo bool) {

@@ -147,10 +147,22 @@ func (t *Table) batch4(addrs []uint32, nh []uint32) {
 func (t *Table) LookupBatch6(hi, lo []uint64, nh []uint32, m *Memo) {
 	lo, nh = lo[:len(hi)], nh[:len(hi)]
 	if m != nil {
+		// An entry answers only in the epoch it was learnt in, and each
+		// change to the table starts a new one: the memo forgets without
+		// being cleared, which while routes stream in (BGP converging)
+		// would stall the worker once a burst. Epoch 0 is that of the
+		// empty entries; it comes round again after 4 billion changes,
+		// which clear the memo, as does another table.
 		if g := t.gen.Load(); m.t != t || m.gen != g {
-			// The table changed since the memo was filled: forget it.
-			clear(m.e[:])
-			m.t, m.gen = t, g
+			if m.t != t {
+				clear(m.e[:])
+				m.t, m.epoch = t, 0
+			}
+			m.gen = g
+			if m.epoch++; m.epoch == 0 {
+				clear(m.e[:])
+				m.epoch = 1
+			}
 		}
 	}
 	for len(hi) > chunk {
@@ -160,12 +172,17 @@ func (t *Table) LookupBatch6(hi, lo []uint64, nh []uint32, m *Memo) {
 	t.batch6(hi, lo, nh, m)
 }
 
-// memoSize is the entries of a Memo (10 KiB): enough for the subnets and
-// a few hundred hosts a port's bursts go to. With host routes (a /128 per
-// host: every walk to the last level) to 256 hosts, 64 entries answered
-// 24% of the lookups and 256 answer 70%, forwarding 1.48 times as fast;
-// a lookup reads only the one or two entries it checks.
-const memoSize = 256
+// memoSize is the entries of a Memo (160 KiB, in the worker's L2 cache):
+// enough for the subnets and a few thousand hosts a port's bursts go to.
+// With host routes (a /128 per host: every walk to the last level) to 256
+// hosts, 64 entries answered 24% of the lookups, 256 answered 70%, and
+// 4096 answer all but a few: direct-mapped, hosts share an entry by
+// chance long before the memo is full (BenchmarkLookupBatch6's hosts
+// cases). A lookup reads only the one or two entries it checks.
+const (
+	memoBits = 12
+	memoSize = 1 << memoBits
+)
 
 // Memo is one caller's memory of its recent IPv6 lookups in one table.
 // A lookup that ends at a level of the trie depends only on the address
@@ -185,7 +202,8 @@ const memoSize = 256
 // change or after it. The zero Memo is empty.
 type Memo struct {
 	t      *Table
-	gen    uint64
+	gen    uint64 // the table's generation
+	epoch  uint32 // the entries that answer: learnt since gen
 	e      [memoSize]memoEntry
 	memo   uint64 // lookups it answered
 	walked uint64 // lookups that walked the trie
@@ -197,20 +215,22 @@ func (m *Memo) Counts() (memo, walked uint64) { return m.memo, m.walked }
 
 type memoEntry struct {
 	hi, lo   uint64 // the address, masked
-	mhi, mlo uint64 // the bits the walk used; mhi 0: empty
+	mhi, mlo uint64 // the bits the walk used
 	nh       uint32
+	epoch    uint32 // the memo's epoch the walk was in; 0: empty
 }
 
 // memoSubnet and memoHost are where a walk of up to 64 bits and a longer
 // one are kept.
-func memoSubnet(hi uint64) uint64 { return hi * 0x9e3779b97f4a7c15 >> 56 }
+func memoSubnet(hi uint64) uint64 { return hi * 0x9e3779b97f4a7c15 >> (64 - memoBits) }
 func memoHost(hi, lo uint64) uint64 {
-	return (hi ^ lo*0xbf58476d1ce4e5b9) * 0x94d049bb133111eb >> 56
+	return (hi ^ lo*0xbf58476d1ce4e5b9) * 0x94d049bb133111eb >> (64 - memoBits)
 }
 
-// answers reports whether e holds the result of hi:lo.
-func (e *memoEntry) answers(hi, lo uint64) bool {
-	return hi&e.mhi == e.hi && lo&e.mlo == e.lo && e.mhi != 0
+// answers reports whether e holds the result of hi:lo in the memo's
+// epoch.
+func (e *memoEntry) answers(hi, lo uint64, epoch uint32) bool {
+	return hi&e.mhi == e.hi && lo&e.mlo == e.lo && e.epoch == epoch
 }
 
 // learn looks hi:lo up once more, alone, and records in m what it gave
@@ -225,7 +245,7 @@ func (m *Memo) learn(t *Table, hi, lo uint64) {
 	if bits > 64 {
 		i = memoHost(hi, lo)
 	}
-	m.e[i&(memoSize-1)] = memoEntry{hi: hi & mhi, lo: lo & mlo, mhi: mhi, mlo: mlo, nh: nh}
+	m.e[i&(memoSize-1)] = memoEntry{hi: hi & mhi, lo: lo & mlo, mhi: mhi, mlo: mlo, nh: nh, epoch: m.epoch}
 }
 
 // batch6 is LookupBatch6 for up to chunk addresses. The lookups still
@@ -249,14 +269,18 @@ func (t *Table) batch6(hi, lo []uint64, nh []uint32, m *Memo) {
 	// The memo's answers, and the first-level lines of the rest.
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(first)))
 	ns := 0 // staged: their indexes in pi
+	var epoch uint32
+	if m != nil {
+		epoch = m.epoch
+	}
 	for i, h := range hi {
 		if m != nil {
 			l := lo[i]
-			if e := &m.e[memoSubnet(h)&(memoSize-1)]; e.answers(h, l) {
+			if e := &m.e[memoSubnet(h)&(memoSize-1)]; e.answers(h, l, epoch) {
 				nh[i] = e.nh
 				continue
 			}
-			if e := &m.e[memoHost(h, l)&(memoSize-1)]; e.answers(h, l) {
+			if e := &m.e[memoHost(h, l)&(memoSize-1)]; e.answers(h, l, epoch) {
 				nh[i] = e.nh
 				continue
 			}

@@ -69,7 +69,7 @@ func TestMemoAgreesWithReference(t *testing.T) {
 			// Count the answers the memo holds before the batch.
 			for i := range hi {
 				if m.t == tab && m.gen == tab.gen.Load() &&
-					(m.e[memoSubnet(hi[i])&(memoSize-1)].answers(hi[i], lo[i]) || m.e[memoHost(hi[i], lo[i])&(memoSize-1)].answers(hi[i], lo[i])) {
+					(m.e[memoSubnet(hi[i])&(memoSize-1)].answers(hi[i], lo[i], m.epoch) || m.e[memoHost(hi[i], lo[i])&(memoSize-1)].answers(hi[i], lo[i], m.epoch)) {
 					hits++
 				}
 			}
@@ -149,4 +149,64 @@ func TestMemoRemembersTheBitsUsed(t *testing.T) {
 	lookup(tab, func(i int) uint32 { return host(i) &^ 1 })
 	// Another table: nothing remembered from the first.
 	lookup(New(Config{FirstBits: 24, Groups: 10}, V6), func(int) uint32 { return 0 })
+}
+
+// TestMemoForgetsByEpoch checks that a change to the table retires the
+// memo's entries without clearing them (each answers only in the epoch
+// it was learnt in, and a change starts a new one), and that when the
+// epoch comes round again, after 4 billion changes, the memo is cleared:
+// entries from the previous round must not answer for a changed table.
+func TestMemoForgetsByEpoch(t *testing.T) {
+	tab := New(Config{FirstBits: 24, Groups: 100}, V6)
+	if err := tab.Add(netip.MustParsePrefix("fd00::/64"), 1); err != nil {
+		t.Fatal(err)
+	}
+	hi, lo := make([]uint64, 8), make([]uint64, 8)
+	for i := range hi {
+		hi[i], lo[i] = u128(netip.AddrFrom16([16]byte{0: 0xfd, 15: byte(i)}))
+	}
+	var m Memo
+	nh := make([]uint32, len(hi))
+	lookup := func(want uint32, answered, walked uint64) {
+		t.Helper()
+		m0, w0 := m.Counts()
+		tab.LookupBatch6(hi, lo, nh, &m)
+		for i := range nh {
+			if nh[i] != want {
+				t.Fatalf("fd00::%x looks up as %d, want %d", i, nh[i], want)
+			}
+		}
+		if m1, w1 := m.Counts(); m1-m0 != answered || w1-w0 != walked {
+			t.Fatalf("%d lookups answered by the memo and %d walked, want %d and %d", m1-m0, w1-w0, answered, walked)
+		}
+	}
+	lookup(1, 0, 8)
+	lookup(1, 8, 0)
+	e := &m.e[memoSubnet(hi[0])&(memoSize-1)]
+	if e.epoch != 1 || e.nh != 1 {
+		t.Fatalf("memo entry %+v after the first walk to fd00::/64, want epoch 1 and next hop 1", *e)
+	}
+
+	// A change: the entry stays, but answers no more.
+	if err := tab.Add(netip.MustParsePrefix("fd00::/64"), 2); err != nil {
+		t.Fatal(err)
+	}
+	lookup(2, 0, 8)
+	lookup(2, 8, 0)
+	if e.epoch != 2 || e.nh != 2 {
+		t.Fatalf("memo entry %+v after the change, want epoch 2 and next hop 2", *e)
+	}
+
+	// The last epoch before they come round: the next change starts
+	// epoch 1 again, that of an entry learnt for a table long changed.
+	*e = memoEntry{hi: e.hi, mhi: e.mhi, nh: 1, epoch: 1}
+	m.epoch = ^uint32(0)
+	if err := tab.Add(netip.MustParsePrefix("fd00::/64"), 3); err != nil {
+		t.Fatal(err)
+	}
+	lookup(3, 0, 8)
+	lookup(3, 8, 0)
+	if m.epoch != 1 {
+		t.Fatalf("epoch %d after coming round, want 1", m.epoch)
+	}
 }
