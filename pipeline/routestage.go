@@ -495,15 +495,55 @@ var pathDrop = [8]Reason{routing.PathNone: DropNoRoute, routing.PathForward: Dro
 func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint32 {
 	rs := w.rt
 	paths := rs.plane.Paths
+	keys, frames, l3s := rs.keys, b.frame, rs.l3
 	n := 0
 	for k, v := range nh[:len(js)] {
-		if int(v) < len(paths) && paths[v].Kind == routing.PathECMP {
-			j := int(js[k])
-			ecmpKey(&rs.keys[n], b.frame[j], int(rs.l3[j]), v4)
-			n++
+		if int(v) >= len(paths) || paths[v].Kind != routing.PathECMP {
+			continue
 		}
+		j := int(js[k])
+		f, l3, key := frames[j], int(l3s[j]), &keys[n]
+		n++
+		// The common frames' fields are read here and not in a call
+		// (which would spill the loop's values): one view of the IP
+		// header, the UDP header and the BTH up to its destination QP,
+		// fixed offsets, one bounds check. The key is written field by
+		// field; a composite literal is built on the stack and copied in
+		// wide loads that wait for its narrow stores.
+		var proto uint8
+		var h []byte // from the IP header to the BTH's destination QP
+		if v4 && len(f) >= l3+36 {
+			h4 := (*[36]byte)(f[l3:]) // IHL 5: the routed path takes no options
+			proto, h = h4[9], h4[20:]
+			key.S0, key.S1 = 0, uint64(binary.BigEndian.Uint32(h4[12:]))
+			key.D0, key.D1 = 0, uint64(binary.BigEndian.Uint32(h4[16:]))
+			key.Proto, key.FlowLabel = uint32(proto), 0
+			if binary.BigEndian.Uint16(h4[6:])&0x3fff != 0 { // not the first fragment, or not the only one
+				key.SPort, key.DPort, key.QP = 0, 0, 0
+				continue
+			}
+		} else if !v4 && len(f) >= l3+56 {
+			h6 := (*[56]byte)(f[l3:])
+			proto, h = h6[6], h6[40:]
+			key.S0, key.S1 = binary.BigEndian.Uint64(h6[8:]), binary.BigEndian.Uint64(h6[16:])
+			key.D0, key.D1 = binary.BigEndian.Uint64(h6[24:]), binary.BigEndian.Uint64(h6[32:])
+			key.Proto, key.FlowLabel = uint32(proto), binary.BigEndian.Uint32(h6[0:])&0xfffff
+		} else {
+			ecmpKey(key, f, l3, v4)
+			continue
+		}
+		l4 := (*[16]byte)(h)
+		var sp, dp, qp uint32
+		if proto == 17 || proto == 6 {
+			ports := binary.BigEndian.Uint32(l4[0:])
+			sp, dp = ports>>16, ports&0xffff
+			if proto == 17 && dp == 4791 {
+				qp = binary.BigEndian.Uint32(l4[12:]) & 0xffffff
+			}
+		}
+		key.SPort, key.DPort, key.QP = sp, dp, qp
 	}
-	rs.plane.Hash.SumAll(rs.keys[:n], rs.sums[:n])
+	rs.plane.Hash.SumAll(keys[:n], rs.sums[:n])
 	return rs.sums[:n]
 }
 

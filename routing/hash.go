@@ -37,7 +37,9 @@ func ParseFields(names []string) (Field, bool) {
 }
 
 // FlowKey is what the hash reads of a packet. Addresses are big-endian
-// words; an IPv4 address is s1/d1 alone.
+// words; an IPv4 address is s1/d1 alone. The other fields hold no more
+// than their wire widths (8, 16, 16, 20 and 24 bits): the hash packs
+// them into one word.
 type FlowKey struct {
 	S0, S1, D0, D1 uint64
 	Proto          uint32
@@ -55,6 +57,10 @@ type Hasher struct {
 	src, dst, proto, sport, dport, label, qp uint64 // all ones or zero
 	seed                                     uint64
 	sym                                      bool
+	// word is the mask of the word protocol, ports and flow label are
+	// packed into (proto | sport<<8 | dport<<24 | label<<40), which
+	// SumAll applies at once.
+	word uint64
 }
 
 // NewHasher makes the hash over fields.
@@ -65,8 +71,10 @@ func NewHasher(fields Field, seed uint32, symmetric bool) Hasher {
 		}
 		return 0
 	}
-	return Hasher{src: m(SrcIP), dst: m(DstIP), proto: m(IPProto), sport: m(SrcPort), dport: m(DstPort),
+	h := Hasher{src: m(SrcIP), dst: m(DstIP), proto: m(IPProto), sport: m(SrcPort), dport: m(DstPort),
 		label: m(FlowLabel), qp: m(DestQP), seed: uint64(seed)*0x9e3779b97f4a7c15 + 0x2545f4914f6cdd1d, sym: symmetric}
+	h.word = h.proto&0xff | h.sport&0xffff<<8 | h.dport&0xffff<<24 | h.label&0xfffff<<40
+	return h
 }
 
 // Sum hashes a flow to 32 bits: the fields folded into one word, each
@@ -75,14 +83,12 @@ func NewHasher(fields Field, seed uint32, symmetric bool) Hasher {
 // bit into the high half. Two multiplies per packet.
 func (h *Hasher) Sum(k *FlowKey) uint32 {
 	var out [1]uint32
-	h.SumAll([]FlowKey{*k}, out[:])
+	h.sumFields([]FlowKey{*k}, out[:])
 	return out[0]
 }
 
-// SumAll is Sum of each key into out, for the data path's burst: one
-// loop with the hasher's fields in registers, and no call per packet
-// (the hash is too large for the compiler to inline).
-func (h *Hasher) SumAll(keys []FlowKey, out []uint32) {
+// sumFields is Sum of each key into out, every field masked on its own.
+func (h *Hasher) sumFields(keys []FlowKey, out []uint32) {
 	src, dst, sport, dport := h.src, h.dst, h.sport, h.dport
 	proto, label, qp, seed, sym := h.proto, h.label, h.qp, h.seed, h.sym
 	out = out[:len(keys)]
@@ -95,14 +101,39 @@ func (h *Hasher) SumAll(keys []FlowKey, out []uint32) {
 			s0, s1, d0, d1 = s0^d0, s1^d1, s0&d0, s1&d1
 			sp, dp = sp^dp, sp&dp
 		}
-		x := seed ^ s0 ^ bits.RotateLeft64(s1, 11) ^ bits.RotateLeft64(d0, 23) ^ bits.RotateLeft64(d1, 43) ^
+		out[i] = finish(seed ^ s0 ^ bits.RotateLeft64(s1, 11) ^ bits.RotateLeft64(d0, 23) ^ bits.RotateLeft64(d1, 43) ^
 			(uint64(k.Proto)&proto | sp<<8 | dp<<24 | (uint64(k.FlowLabel)&label)<<40) ^
-			bits.RotateLeft64(uint64(k.QP)&qp, 31)
-		x ^= x >> 33
-		x *= 0xff51afd7ed558ccd
-		x ^= x >> 33
-		x *= 0xc4ceb9fe1a85ec53
-		x ^= x >> 33
-		out[i] = uint32(x >> 32)
+			bits.RotateLeft64(uint64(k.QP)&qp, 31))
+	}
+}
+
+// finish is murmur3's 64-bit finaliser, its high half.
+func finish(x uint64) uint32 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return uint32(x >> 32)
+}
+
+// SumAll is Sum of each key into out, for the data path's burst: one
+// loop with the hasher's masks in registers, and no call per packet
+// (Sum is too large for the compiler to inline). Without symmetry the
+// protocol, ports and flow label are packed and masked as one word (the
+// same bits as Sum's), which leaves few enough live values for the loop
+// to run without spills.
+func (h *Hasher) SumAll(keys []FlowKey, out []uint32) {
+	if h.sym {
+		h.sumFields(keys, out)
+		return
+	}
+	out = out[:len(keys)]
+	src, dst, word, qp, seed := h.src, h.dst, h.word, h.qp, h.seed
+	for i := range keys {
+		k := &keys[i]
+		w := uint64(k.Proto) | uint64(k.SPort)<<8 | uint64(k.DPort)<<24 | uint64(k.FlowLabel)<<40
+		out[i] = finish(seed ^ k.S0&src ^ bits.RotateLeft64(k.S1&src, 11) ^ bits.RotateLeft64(k.D0&dst, 23) ^
+			bits.RotateLeft64(k.D1&dst, 43) ^ w&word ^ bits.RotateLeft64(uint64(k.QP)&qp, 31))
 	}
 }
