@@ -207,6 +207,16 @@ type Memo struct {
 	e      [memoSize]memoEntry
 	memo   uint64 // lookups it answered
 	walked uint64 // lookups that walked the trie
+	w      walk6  // batch6's scratch
+}
+
+// walk6 is batch6's scratch for a chunk of lookups: the lines to
+// prefetch, and the lookups still walking (see batch6).
+type walk6 struct {
+	pf     [chunk]uintptr
+	ph, pl [chunk]uint64
+	pe     [chunk]uint32
+	pi     [chunk]uint8
 }
 
 // Counts reports the lookups the memo answered and those that walked the
@@ -254,10 +264,15 @@ func (m *Memo) learn(t *Table, hi, lo uint64) {
 // front as lookups finish: each level's work is a few constant shifts per
 // pending lookup.
 func (t *Table) batch6(hi, lo []uint64, nh []uint32, m *Memo) {
-	var pf [chunk]uintptr
-	var ph, pl [chunk]uint64
-	var pe [chunk]uint32
-	var pi [chunk]uint8
+	// The scratch is the memo's, or on the stack without one: 1.8 KiB
+	// that the stack would have zeroed per batch (a cycle a packet).
+	var own *walk6
+	if m != nil {
+		own = &m.w
+	} else {
+		own = new(walk6) // does not escape: on the stack
+	}
+	pf, ph, pl, pe, pi := &own.pf, &own.ph, &own.pl, &own.pe, &own.pi
 	first, groups := t.first, t.groups
 	f := t.fbits & 63 // masked as in batch4
 	n := len(hi)
