@@ -586,7 +586,7 @@ func buildSet(tb testing.TB, v4 bool, n int, huge bool) *benchSet {
 	for _, i := range s.sample(10_000) {
 		if v4 {
 			s.rte4.LookupBulk(&s.a4[i], &s.rteNH[i], 1)
-			s.tab.LookupBatch4(s.a4[i:i+1], s.goNH[i:i+1])
+			s.tab.LookupBatch4(s.a4[i:i+1], s.goNH[i:i+1], nil)
 		} else {
 			s.rte6.LookupBulk(&s.ip6[i], &s.rteNH[i], 1)
 			s.tab.LookupBatch6(s.hi[i:i+1], s.lo[i:i+1], s.goNH[i:i+1], nil)
@@ -598,7 +598,7 @@ func buildSet(tb testing.TB, v4 bool, n int, huge bool) *benchSet {
 	// And in bursts, over the whole pool.
 	if v4 {
 		s.rte4.LookupBursts(&s.a4[0], &s.rteNH[0], pool, burst)
-		s.tab.LookupBatch4(s.a4, s.goNH)
+		s.tab.LookupBatch4(s.a4, s.goNH, nil)
 	} else {
 		s.rte6.LookupBursts(&s.ip6[0], &s.rteNH[0], pool, burst)
 		s.tab.LookupBatch6(s.hi, s.lo, s.goNH, nil)
@@ -670,7 +670,7 @@ func (s *benchSet) run(b *testing.B) {
 		})
 		bench("go", func(pos int) {
 			for i := pos; i < pos+perIter; i += burst {
-				s.tab.LookupBatch4(s.a4[i:i+burst], s.goNH[i:i+burst])
+				s.tab.LookupBatch4(s.a4[i:i+burst], s.goNH[i:i+burst], nil)
 			}
 		})
 		return

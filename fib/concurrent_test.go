@@ -73,7 +73,7 @@ func TestConcurrentReaders(t *testing.T) {
 			defer wg.Done()
 			nh := make([]uint32, len(addrs))
 			for n := 0; !stop.Load(); n++ {
-				tab.LookupBatch4(addrs, nh)
+				tab.LookupBatch4(addrs, nh, nil)
 				if n%4 == 0 { // and the single lookup now and then
 					for i, a := range addrs {
 						if i%7 == n%7 {

@@ -16,7 +16,7 @@ func Example() {
 	// The data path: a burst of big-endian addresses.
 	addrs := []uint32{0x0a010203, 0x0a0102ff, 0x0b000001}
 	nh := make([]uint32, len(addrs))
-	tab.LookupBatch4(addrs, nh)
+	tab.LookupBatch4(addrs, nh, nil)
 	fmt.Println(nh)
 
 	p, hop, _ := tab.Covering(netip.MustParseAddr("10.1.2.3"))

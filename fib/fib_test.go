@@ -130,6 +130,7 @@ func TestBatchEqualsSingle(t *testing.T) {
 			}
 			rf.add(p, nh)
 		}
+		var scratch Scratch4
 		for _, n := range []int{0, 1, 2, 31, 63, 64, 65, 128, 129, 1000} {
 			addrs := probes(r, rf, gen, n)
 			got := make([]uint32, n+1)
@@ -141,7 +142,7 @@ func TestBatchEqualsSingle(t *testing.T) {
 					in[i] = u32(a)
 					want[i] = tab.Lookup4(in[i])
 				}
-				tab.LookupBatch4(in, got)
+				tab.LookupBatch4(in, got, &scratch) // one Scratch4 through every batch
 			} else {
 				hi, lo := make([]uint64, n), make([]uint64, n)
 				for i, a := range addrs {
@@ -341,8 +342,11 @@ func TestAllocs(t *testing.T) {
 		hi[i], lo[i] = u128(inside(r, gen6(r)))
 	}
 	nh := make([]uint32, 300)
-	if n := testing.AllocsPerRun(100, func() { t4.LookupBatch4(a4, nh) }); n != 0 {
-		t.Errorf("LookupBatch4: %v allocations", n)
+	var scratch Scratch4
+	for _, s := range []*Scratch4{nil, &scratch} {
+		if n := testing.AllocsPerRun(100, func() { t4.LookupBatch4(a4, nh, s) }); n != 0 {
+			t.Errorf("LookupBatch4 (scratch %v): %v allocations", s != nil, n)
+		}
 	}
 	var m Memo
 	if n := testing.AllocsPerRun(100, func() { t6.LookupBatch6(hi, lo, nh, &m) }); n != 0 {
@@ -395,7 +399,7 @@ func TestEveryStoreOldOrNew(t *testing.T) {
 		stores, op := 0, 0
 		check := func() {
 			if c.family == V4 {
-				tab.LookupBatch4(a4, batch)
+				tab.LookupBatch4(a4, batch, nil)
 			} else {
 				tab.LookupBatch6(hi, lo, batch, nil)
 				tab.LookupBatch6(hi, lo, memoBatch, &memo)

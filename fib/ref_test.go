@@ -185,7 +185,7 @@ func checkLookups(t testing.TB, tab *Table, rf *ref, addrs []netip.Addr) {
 		for i, a := range addrs {
 			in[i] = u32(a)
 		}
-		tab.LookupBatch4(in, got)
+		tab.LookupBatch4(in, got, nil)
 	} else {
 		hi, lo := make([]uint64, len(addrs)), make([]uint64, len(addrs))
 		for i, a := range addrs {

@@ -58,9 +58,10 @@ type routeStage struct {
 	v4, v6 *fib.Table
 	// memo6 is this worker's memory of its recent IPv6 lookups: a burst
 	// to the subnets of the last bursts skips the trie's five levels.
-	memo6 fib.Memo
-	plane *routing.Plane
-	txOf  []int16 // port id → the worker's tx index, -1: none
+	memo6    fib.Memo
+	scratch4 fib.Scratch4 // the IPv4 lookups' working memory
+	plane    *routing.Plane
+	txOf     []int16 // port id → the worker's tx index, -1: none
 	// out is, per adjacency of the plane, what the worker writes and
 	// where it sends a packet to it, and what it sent there: one entry
 	// (half a cache line) read and written per routed packet.
@@ -281,7 +282,7 @@ func (w *Worker) routePass(b *burst) {
 		if rs.v4 == nil {
 			clear(rs.nh4[:n4])
 		} else {
-			rs.v4.LookupBatch4(rs.a4[:n4], rs.nh4[:n4])
+			rs.v4.LookupBatch4(rs.a4[:n4], rs.nh4[:n4], &rs.scratch4)
 		}
 		w.resolvePass(b, rs.j4[:n4], rs.nh4[:n4], true)
 	}
