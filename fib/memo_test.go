@@ -94,14 +94,7 @@ func TestMemoAgreesWithReference(t *testing.T) {
 // TestMemoRemembersTheBitsUsed checks what the memo keeps for a walk and
 // that it forgets it when the table changes, or is another table.
 func TestMemoRemembersTheBitsUsed(t *testing.T) {
-	tab := New(Config{FirstBits: 24, Groups: 100}, V6)
-	if err := tab.Add(netip.MustParsePrefix("fd00::/64"), 1); err != nil {
-		t.Fatal(err)
-	}
-	hi, lo := make([]uint64, 32), make([]uint64, 32)
-	for i := range hi {
-		hi[i], lo[i] = u128(netip.AddrFrom16([16]byte{0: 0xfd, 15: byte(i)}))
-	}
+	tab, hi, lo := subnetHosts(t, 32)
 	var m Memo
 	nh := make([]uint32, 32)
 	lookup := func(tab *Table, want func(i int) uint32) {
@@ -157,14 +150,7 @@ func TestMemoRemembersTheBitsUsed(t *testing.T) {
 // epoch comes round again, after 4 billion changes, the memo is cleared:
 // entries from the previous round must not answer for a changed table.
 func TestMemoForgetsByEpoch(t *testing.T) {
-	tab := New(Config{FirstBits: 24, Groups: 100}, V6)
-	if err := tab.Add(netip.MustParsePrefix("fd00::/64"), 1); err != nil {
-		t.Fatal(err)
-	}
-	hi, lo := make([]uint64, 8), make([]uint64, 8)
-	for i := range hi {
-		hi[i], lo[i] = u128(netip.AddrFrom16([16]byte{0: 0xfd, 15: byte(i)}))
-	}
+	tab, hi, lo := subnetHosts(t, 8)
 	var m Memo
 	nh := make([]uint32, len(hi))
 	lookup := func(want uint32, answered, walked uint64) {
@@ -209,4 +195,19 @@ func TestMemoForgetsByEpoch(t *testing.T) {
 	if m.epoch != 1 {
 		t.Fatalf("epoch %d after coming round, want 1", m.epoch)
 	}
+}
+
+// subnetHosts makes an IPv6 table with fd00::/64 to next hop 1, and the
+// addresses of n hosts in it, fd00::0 to fd00::n-1.
+func subnetHosts(t *testing.T, n int) (tab *Table, hi, lo []uint64) {
+	t.Helper()
+	tab = New(Config{FirstBits: 24, Groups: 100}, V6)
+	if err := tab.Add(netip.MustParsePrefix("fd00::/64"), 1); err != nil {
+		t.Fatal(err)
+	}
+	hi, lo = make([]uint64, n), make([]uint64, n)
+	for i := range hi {
+		hi[i], lo[i] = u128(netip.AddrFrom16([16]byte{0: 0xfd, 15: byte(i)}))
+	}
+	return tab, hi, lo
 }
