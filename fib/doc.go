@@ -51,7 +51,9 @@
 // (Lookup4, Lookup6, LookupBatch4, LookupBatch6, Lookup) take no lock and
 // may run on any number of goroutines or lcores at the same time as the
 // writer. A Memo, which spares IPv6 lookups to recent subnets their walk,
-// belongs to one of them; every Add and Delete makes it forget.
+// belongs to one of them; every Add and Delete makes it forget. So does a
+// Scratch4, the working memory of LookupBatch4 that a worker keeps so
+// that its batches zero none on the stack.
 //
 // Copying the table for every update and swapping a pointer (RCU over the
 // whole table) would copy a 64 MiB first level per route change and need
