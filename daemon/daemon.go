@@ -408,18 +408,16 @@ func (d *Daemon) confineRuntime() {
 		time.Sleep(time.Millisecond)
 	}
 	keep := map[int]bool{}
-	workerCPU := map[int]bool{}
-	lcoreOf := map[int]int{}
+	lcoreOf := map[int]int{} // a worker's CPU -> its lcore
 	for _, w := range d.Pipe.Workers {
 		if tid, ok := tids[w.Lcore]; ok {
 			keep[tid] = true
 		}
-		workerCPU[dpdk.LcoreCPU(w.Lcore)] = true
 		lcoreOf[dpdk.LcoreCPU(w.Lcore)] = w.Lcore
 	}
 	var cpus []int
 	for _, c := range d.Topo.CPUs() {
-		if !workerCPU[c] {
+		if _, worker := lcoreOf[c]; !worker {
 			cpus = append(cpus, c)
 		}
 	}
