@@ -349,6 +349,26 @@ func TestECMPMemberOfEachFlow(t *testing.T) {
 		}
 		members[want]++
 	}
+	// IPv6 frames cut short within their UDP header or BTH (the routed
+	// path checks no payload length): the flow has no QP, and no ports
+	// either when the UDP header's first 4 bytes are cut, which the hash
+	// then reads as 0. Half of them would land elsewhere if they were read
+	// from past the frame's end.
+	for i := range 200 {
+		f, k, _, s := frame(i, true, 20)
+		cut := i % 16 // bytes left after the IPv6 header
+		f = f[:14+40+cut]
+		k.QP = 0
+		if cut < 4 {
+			k.SPort, k.DPort = 0, 0
+		}
+		path := plane.Paths[func() uint32 { nh, _ := v6.Lookup(s.DstIP); return nh }()]
+		want := plane.Buckets[path.First+plane.Hash.Sum(&k)&path.Mask]
+		sendFrame(t, w, set, f)
+		if got := routed(); !slices.Equal(got, tally([]uint32{want}, len(got))) || int(want) >= len(got) {
+			t.Fatalf("frame %d cut to %d bytes: adjacencies got %v, want the frame at adjacency %d", i, len(f), got, want)
+		}
+	}
 	// Bursts of both families' ECMP frames with frames to the single next
 	// hop among them: each still lands at its own flow's member.
 	for round := range 20 {

@@ -81,6 +81,7 @@ type routeStage struct {
 	egress  []uint16          // per packet: tx index
 	keys    []routing.FlowKey // the ECMP-routed packets' flows, in order,
 	sums    []uint32          // and their hashes
+	pad     [56]byte          // a short frame's IP header and what follows, for ecmpHashes (padded)
 	sub     burst             // one egress port's share of a split burst
 	subPkts []*dpdk.Mbuf
 	seenTx  []uint16
@@ -492,7 +493,9 @@ var pathDrop = [8]Reason{routing.PathNone: DropNoRoute, routing.PathForward: Dro
 // ecmpHashes hashes the flows of the packets js that the FIB's values nh
 // send to an ECMP group, in their order: every flow's fields first, then
 // the hash of all of them in one loop (Hasher.SumAll), not a call per
-// packet.
+// packet. A flow is its addresses, protocol, ports (not of an IPv4
+// fragment: only the first carries them), IPv6 flow label and, for
+// RoCEv2, the BTH destination QP.
 func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint32 {
 	rs := w.rt
 	paths := rs.plane.Paths
@@ -505,40 +508,43 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 		j := int(js[k])
 		f, l3, key := frames[j], int(l3s[j]), &keys[n]
 		n++
-		// The common frames' fields are read here and not in a call
-		// (which would spill the loop's values): one view of the IP
-		// header, the UDP header and the BTH up to its destination QP,
-		// fixed offsets, one bounds check. The key is written field by
-		// field; a composite literal is built on the stack and copied in
-		// wide loads that wait for its narrow stores.
+		// The fields are read here and not in a call (which would spill
+		// the loop's values): one view of the IP header, the UDP header and
+		// the BTH up to its destination QP, fixed offsets, one bounds
+		// check. The key is written field by field; a composite literal is
+		// built on the stack and copied in wide loads that wait for its
+		// narrow stores.
+		ip := f[l3:]
 		var proto uint8
-		var h []byte // from the IP header to the BTH's destination QP
-		if v4 && len(f) >= l3+36 {
-			h4 := (*[36]byte)(f[l3:]) // IHL 5: the routed path takes no options
-			proto, h = h4[9], h4[20:]
+		var l4 *[16]byte
+		if v4 {
+			if len(ip) < 36 {
+				ip = rs.padded(ip, true)
+			}
+			h4 := (*[36]byte)(ip) // IHL 5: the routed path takes no options
+			proto, l4 = h4[9], (*[16]byte)(h4[20:])
 			key.S0, key.S1 = 0, uint64(binary.BigEndian.Uint32(h4[12:]))
 			key.D0, key.D1 = 0, uint64(binary.BigEndian.Uint32(h4[16:]))
 			key.Proto, key.FlowLabel = uint32(proto), 0
-			if binary.BigEndian.Uint16(h4[6:])&0x3fff != 0 { // not the first fragment, or not the only one
+			if binary.BigEndian.Uint16(h4[6:])&0x3fff != 0 { // a fragment: only the first carries the ports
 				key.SPort, key.DPort, key.QP = 0, 0, 0
 				continue
 			}
-		} else if !v4 && len(f) >= l3+56 {
-			h6 := (*[56]byte)(f[l3:])
-			proto, h = h6[6], h6[40:]
+		} else {
+			if len(ip) < 56 {
+				ip = rs.padded(ip, false)
+			}
+			h6 := (*[56]byte)(ip)
+			proto, l4 = h6[6], (*[16]byte)(h6[40:])
 			key.S0, key.S1 = binary.BigEndian.Uint64(h6[8:]), binary.BigEndian.Uint64(h6[16:])
 			key.D0, key.D1 = binary.BigEndian.Uint64(h6[24:]), binary.BigEndian.Uint64(h6[32:])
 			key.Proto, key.FlowLabel = uint32(proto), binary.BigEndian.Uint32(h6[0:])&0xfffff
-		} else {
-			ecmpKey(key, f, l3, v4)
-			continue
 		}
-		l4 := (*[16]byte)(h)
 		var sp, dp, qp uint32
 		if proto == 17 || proto == 6 {
 			ports := binary.BigEndian.Uint32(l4[0:])
 			sp, dp = ports>>16, ports&0xffff
-			if proto == 17 && dp == 4791 {
+			if proto == 17 && dp == 4791 { // RoCEv2: the BTH's destination QP
 				qp = binary.BigEndian.Uint32(l4[12:]) & 0xffffff
 			}
 		}
@@ -548,45 +554,24 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 	return rs.sums[:n]
 }
 
-// ecmpKey sets k to what the ECMP hash reads of the packet f with its IP
-// header at l3: addresses, protocol, ports (not of an IPv4 fragment: only
-// the first carries them), flow label and the BTH destination QP of a
-// RoCEv2 packet.
-func ecmpKey(k *routing.FlowKey, f []byte, l3 int, v4 bool) {
-	var proto uint8
-	l4 := l3 + 40
+// padded is ip, the IP header and what follows of a frame shorter than
+// ecmpHashes's view, copied into rs.pad and zero-padded: the ports read
+// as zero unless the frame holds all four of their bytes, the QP unless
+// it holds the BTH's up to it.
+func (rs *routeStage) padded(ip []byte, v4 bool) []byte {
+	p := &rs.pad
+	clear(p[copy(p[:], ip):])
+	l4 := 40
 	if v4 {
-		ip := f[l3 : l3+20]
-		proto = ip[9]
-		*k = routing.FlowKey{S1: uint64(binary.BigEndian.Uint32(ip[12:])), D1: uint64(binary.BigEndian.Uint32(ip[16:])), Proto: uint32(proto)}
-		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
-			return
-		}
-		l4 = l3 + 20
-	} else {
-		proto = f[l3+6]
-		*k = routing.FlowKey{
-			S0: binary.BigEndian.Uint64(f[l3+8:]), S1: binary.BigEndian.Uint64(f[l3+16:]),
-			D0: binary.BigEndian.Uint64(f[l3+24:]), D1: binary.BigEndian.Uint64(f[l3+32:]),
-			Proto: uint32(proto), FlowLabel: binary.BigEndian.Uint32(f[l3:]) & 0xfffff,
-		}
+		l4 = 20
 	}
-	sp, dp, qp := l4Fields(f, l4, proto)
-	k.SPort, k.DPort, k.QP = uint32(sp), uint32(dp), qp
-}
-
-// l4Fields reads the ports of the TCP or UDP header at f[l4:] and, for
-// RoCEv2 (UDP to 4791), the BTH destination QP; zeros for another
-// protocol or a header past the frame's end.
-func l4Fields(f []byte, l4 int, proto uint8) (sp, dp uint16, qp uint32) {
-	if proto != 17 && proto != 6 || len(f) < l4+4 {
-		return 0, 0, 0
+	if len(ip) < l4+4 {
+		clear(p[l4 : l4+4])
 	}
-	sp, dp = binary.BigEndian.Uint16(f[l4:]), binary.BigEndian.Uint16(f[l4+2:])
-	if proto == 17 && dp == 4791 && len(f) >= l4+8+8 {
-		qp = binary.BigEndian.Uint32(f[l4+8+4:]) & 0xffffff
+	if len(ip) < l4+16 {
+		clear(p[l4+12 : l4+16])
 	}
-	return sp, dp, qp
+	return p[:]
 }
 
 // egressByPort runs the egress stages on b: whole when every forwarded
