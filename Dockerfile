@@ -1,6 +1,8 @@
 # roce-fwd: build on Debian bookworm with Go and libdpdk-dev, run with the
 # DPDK runtime libraries and PMDs only.
 FROM golang:1.25-bookworm AS build
+# The image pins its own Go; go.mod's toolchain line names the build's.
+ENV GOTOOLCHAIN=auto
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libdpdk-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*

@@ -2,6 +2,8 @@ module roce-fwd
 
 go 1.25.0
 
+toolchain go1.27.3
+
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/chzyer/readline v1.5.1

@@ -14,6 +14,8 @@
 #
 #   instructions.sh [CASE...]   (default: roce roce-512qp)
 set -euo pipefail
+# The Go of go.mod's toolchain line, as make builds with (see the Makefile).
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 if ! command -v valgrind >/dev/null 2>&1; then
