@@ -349,20 +349,29 @@ func TestECMPMemberOfEachFlow(t *testing.T) {
 		}
 		members[want]++
 	}
-	// IPv6 frames cut short within their UDP header or BTH (the routed
-	// path checks no payload length): the flow has no QP, and no ports
-	// either when the UDP header's first 4 bytes are cut, which the hash
-	// then reads as 0. Half of them would land elsewhere if they were read
-	// from past the frame's end.
-	for i := range 200 {
-		f, k, _, s := frame(i, true, 20)
-		cut := i % 16 // bytes left after the IPv6 header
-		f = f[:14+40+cut]
+	// Frames cut short within their UDP header or BTH (the routed path
+	// checks no payload length; an IPv4 frame's total length says so):
+	// the flow has no QP, and no ports either when the UDP header's first
+	// 4 bytes are cut, which the hash then reads as 0. Half of them would
+	// land elsewhere if they were read from past the frame's end.
+	for i := range 400 {
+		six := i%2 == 0
+		f, k, _, s := frame(i, six, 20)
+		cut := i / 2 % 16 // bytes left after the IP header
+		lookup := v4.Lookup
+		if six {
+			f, lookup = f[:14+40+cut], v6.Lookup
+		} else {
+			f = f[:14+20+cut]
+			ip := roce.IPv4(f[14:])
+			binary.BigEndian.PutUint16(ip[roce.IPv4TotalLenOffset:], uint16(20+cut))
+			ip.SetChecksum()
+		}
 		k.QP = 0
 		if cut < 4 {
 			k.SPort, k.DPort = 0, 0
 		}
-		path := plane.Paths[func() uint32 { nh, _ := v6.Lookup(s.DstIP); return nh }()]
+		path := plane.Paths[func() uint32 { nh, _ := lookup(s.DstIP); return nh }()]
 		want := plane.Buckets[path.First+plane.Hash.Sum(&k)&path.Mask]
 		sendFrame(t, w, set, f)
 		if got := routed(); !slices.Equal(got, tally([]uint32{want}, len(got))) || int(want) >= len(got) {
