@@ -22,6 +22,12 @@ export CGO_ENABLED := 1
 # path is measured with it (its register allocator spills less in the
 # routed passes). GOTOOLCHAIN=local keeps the installed Go.
 export GOTOOLCHAIN ?= auto
+# x86-64-v3 (AVX2; the Go runtime checks for it at start) with Go's SIMD
+# experiment: the QP table's bucket scans compare eight ways in one
+# instruction (qpstats/scan_simd.go). GOAMD64=v1 GOEXPERIMENT= builds for
+# any x86-64, with the word-at-a-time scans.
+export GOAMD64 ?= v3
+export GOEXPERIMENT ?= simd
 
 .PHONY: all deps test-deps build test lint fuzz fuzz-long faults soak bench pgo demo deb docker clean
 

@@ -673,15 +673,15 @@ func (t *Table) miss(it *item, age uint32) (*bucket, int) {
 	return t.claim(it, age)
 }
 
-// find returns the first way holding sig, or ways if none does. Without
-// a branch per way: which way a flow has is random, and a chain of
+// findWords is find a word at a time: the first way holding sig, or
+// ways if none does. Without a branch per way: which way a flow has is random, and a chain of
 // compares mispredicted. The signatures are compared two to a
 // (little-endian) word: a lane of w^pattern is zero where they match,
 // and (x-1)&^x has its top bit set exactly there (a borrow out of a
 // matching lane can only flag the lane above it, and the lowest flag is
 // the one taken). Way 2k's flag goes to bit 2k and way 2k+1's to bit
 // 32+2k, then down to 2k+1.
-func (bk *bucket) find(sig uint32) int {
+func (bk *bucket) findWords(sig uint32) int {
 	const one, top = 1<<32 | 1, 1<<63 | 1<<31
 	p := uint64(sig) * one
 	// Written out, not a loop: four independent words, constant shifts.
@@ -691,13 +691,14 @@ func (bk *bucket) find(sig uint32) int {
 	return bits.TrailingZeros8(uint8(m | m>>31))
 }
 
-// oldest returns the way idle longest at time age among the ways of two
-// buckets' ages a and c (c's ways numbered from ways on; the lowest
-// number among equals), and how long it has been idle. Each way's idle
+// oldestTree is oldest without vectors: the way idle longest at time age
+// among the ways of two buckets' ages a and c (c's ways numbered from
+// ways on; the lowest number among equals), and how long it has been
+// idle. Each way's idle
 // time goes into a key with its number, and the keys meet in a tree of
 // maxima: four compares deep, where a scan way by way is sixteen, each
 // waiting for the one before.
-func oldest(age uint32, a, c *[ways]uint32) (int, uint32) {
+func oldestTree(age uint32, a, c *[ways]uint32) (int, uint32) {
 	key := func(ages *[ways]uint32, w int, n uint64) uint64 {
 		return uint64(age-ages[w])<<5 | (31 - n) // the lower number wins a tie
 	}
@@ -709,7 +710,7 @@ func oldest(age uint32, a, c *[ways]uint32) (int, uint32) {
 	return int(31 - m&31), uint32(m >> 5)
 }
 
-// oldest is written out for eight ways.
+// oldestTree is written out for eight ways.
 var _ [8]struct{} = [ways]struct{}{}
 
 // claim takes a way for a new key in its first bucket, or in its second

@@ -642,7 +642,7 @@ func TestVictims(t *testing.T) {
 	}
 }
 
-// find, which compares the signatures two to a word, answers as a scan
+// find and findWords, which compares the signatures two to a word, answer as a scan
 // of the ways would: buckets with repeated, free and near-miss signatures
 // (ones differing in the lowest or the top bit, which the lanes' borrows
 // could confuse).
@@ -672,12 +672,17 @@ func TestBucketFind(t *testing.T) {
 		if got := bk.find(sig); got != want {
 			t.Fatalf("find(%#x) in %#x: %d, want %d", sig, bk.sig, got, want)
 		}
+		if got := bk.findWords(sig); got != want {
+			t.Fatalf("findWords(%#x) in %#x: %d, want %d", sig, bk.sig, got, want)
+		}
 	}
 }
 
 // oldest picks what a scan of both buckets way by way picks: the way
 // idle longest (ages compared modulo 2^32), the first among equals.
 func TestOldest(t *testing.T) {
+	impls := []func(uint32, *[ways]uint32, *[ways]uint32) (int, uint32){oldest, oldestTree}
+	names := []string{"oldest", "oldestTree"}
 	rng := rand.New(rand.NewPCG(7, 7))
 	for i := range 200000 {
 		var a, c [ways]uint32
@@ -699,8 +704,10 @@ func TestOldest(t *testing.T) {
 				}
 			}
 		}
-		if got, idle := oldest(age, &a, &c); got != want || idle != wantIdle {
-			t.Fatalf("age %d, ages %v %v: way %d idle %d, want way %d idle %d", age, a, c, got, idle, want, wantIdle)
+		for k, f := range impls {
+			if got, idle := f(age, &a, &c); got != want || idle != wantIdle {
+				t.Fatalf("%s: age %d, ages %v %v: way %d idle %d, want way %d idle %d", names[k], age, a, c, got, idle, want, wantIdle)
+			}
 		}
 	}
 }
