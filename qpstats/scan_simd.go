@@ -14,6 +14,9 @@ import (
 // loop. Other builds use the word-at-a-time scans, findWords and
 // oldestTree, which give the same answers (TestBucketFind, TestOldest).
 
+// BucketScan names the bucket scans this build has, for `roce-fwd version`.
+const BucketScan = "avx2"
+
 // find returns the first way holding sig, or ways if none does.
 func (bk *bucket) find(sig uint32) int {
 	m := archsimd.LoadUint32x8Array(&bk.sig).Equal(archsimd.BroadcastUint32x8(sig)).ToBits()

@@ -5,6 +5,9 @@ package qpstats
 // Without AVX2 assumed, or Go's SIMD experiment (scan_simd.go), the
 // bucket scans read words.
 
+// BucketScan names the bucket scans this build has, for `roce-fwd version`.
+const BucketScan = "words"
+
 // find returns the first way holding sig, or ways if none does.
 func (bk *bucket) find(sig uint32) int { return bk.findWords(sig) }
 

@@ -122,7 +122,7 @@ func cmdRun(args []string, log *slog.Logger) int {
 			return 1
 		}
 	}
-	log.Info("roce-fwd starting", "version", buildVersion(), "config", cfg.File, "mode", cfg.Pipeline.Mode)
+	log.Info("roce-fwd starting", "version", buildVersion(), "build", buildTarget(), "config", cfg.File, "mode", cfg.Pipeline.Mode)
 
 	// Signals first: a SIGINT while EAL and the ports come up (seconds on
 	// a big machine) stops roce-fwd cleanly once they are up.
@@ -479,7 +479,7 @@ func cmdVersion(args []string, _ *slog.Logger) int {
 	if rc := parseFlags(fs, args); rc >= 0 {
 		return rc
 	}
-	fmt.Printf("roce-fwd %s\n%s\n", buildVersion(), dpdk.Version())
+	fmt.Printf("roce-fwd %s\n%s\nbuilt with %s, QP table bucket scans: %s\n", buildVersion(), dpdk.Version(), buildTarget(), qpstats.BucketScan)
 	return 0
 }
 

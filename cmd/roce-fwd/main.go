@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
 )
@@ -157,6 +158,21 @@ func parseFlags(fs *flag.FlagSet, args []string) int {
 		return exitUsage
 	}
 	return -1
+}
+
+// buildTarget is the compiler and the settings the data path's speed
+// depends on: the Go release, with any experiment ("go1.27.3 X:simd"),
+// and the amd64 level.
+func buildTarget() string {
+	t := runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "GOAMD64" {
+				t += " GOAMD64=" + s.Value
+			}
+		}
+	}
+	return t
 }
 
 func buildVersion() string {
