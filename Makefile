@@ -25,9 +25,13 @@ export GOTOOLCHAIN ?= auto
 # x86-64-v3 (AVX2; the Go runtime checks for it at start) with Go's SIMD
 # experiment: the QP table's bucket scans compare eight ways in one
 # instruction (qpstats/scan_simd.go). GOAMD64=v1 GOEXPERIMENT= builds for
-# any x86-64, with the word-at-a-time scans.
+# any x86-64, with the word-at-a-time scans. A Go that does not know the
+# experiment (GOTOOLCHAIN=local with Go 1.25) builds without it.
 export GOAMD64 ?= v3
-export GOEXPERIMENT ?= simd
+ifeq ($(origin GOEXPERIMENT),undefined)
+GOEXPERIMENT := $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) GOEXPERIMENT=simd $(GO) env GOEXPERIMENT >/dev/null 2>&1 && echo simd)
+endif
+export GOEXPERIMENT
 
 .PHONY: all deps test-deps build test lint fuzz fuzz-long faults soak bench pgo demo deb docker clean
 

@@ -73,9 +73,8 @@
 # median says the host was busy. (It is not of a pair: the two fastest runs
 # may be minutes apart; the goals are for the median.)
 set -euo pipefail
-# The Go of go.mod's toolchain line, x86-64-v3 and Go's SIMD experiment, as
-# make builds with (see the Makefile).
-export GOTOOLCHAIN=${GOTOOLCHAIN:-auto} GOAMD64=${GOAMD64-v3} GOEXPERIMENT=${GOEXPERIMENT-simd}
+# The Go and the build settings make uses.
+. "$(dirname "$0")/goenv.sh"
 
 bin=${1:-bin/roce-fwd}
 # The roce-fwd that makes the captures and reserves the pages: the measured

@@ -14,9 +14,8 @@
 #
 #   instructions.sh [CASE...]   (default: roce roce-512qp)
 set -euo pipefail
-# The Go of go.mod's toolchain line, x86-64-v3 and Go's SIMD experiment, as
-# make builds with (see the Makefile).
-export GOTOOLCHAIN=${GOTOOLCHAIN:-auto} GOAMD64=${GOAMD64-v3} GOEXPERIMENT=${GOEXPERIMENT-simd}
+# The Go and the build settings make uses.
+. "$(dirname "$0")/goenv.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 if ! command -v valgrind >/dev/null 2>&1; then
