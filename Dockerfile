@@ -3,8 +3,6 @@
 FROM golang:1.25-bookworm AS build
 # The image pins its own Go; go.mod's toolchain line names the build's.
 ENV GOTOOLCHAIN=auto
-# As the Makefile builds: x86-64-v3 (AVX2) and Go's SIMD experiment.
-ENV GOAMD64=v3 GOEXPERIMENT=simd
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libdpdk-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
@@ -13,7 +11,8 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=docker
-RUN CGO_ENABLED=1 go build -ldflags "-X main.version=${VERSION}" -o /out/roce-fwd ./cmd/roce-fwd
+# With the settings the Makefile uses (x86-64-v3, Go's SIMD experiment).
+RUN bash -c '. scripts/goenv.sh && CGO_ENABLED=1 go build -ldflags "-X main.version=${VERSION}" -o /out/roce-fwd ./cmd/roce-fwd'
 
 FROM debian:bookworm-slim
 # The libraries roce-fwd links (ldd bin/roce-fwd), the mempool and bus

@@ -17,21 +17,14 @@ SOAK ?= 30m
 BENCH_ROUNDS ?= 3
 
 export CGO_ENABLED := 1
-# Build with the Go that go.mod's toolchain line names, which the go command
-# fetches from the module proxy when the installed one is older: the data
-# path is measured with it (its register allocator spills less in the
-# routed passes). GOTOOLCHAIN=local keeps the installed Go.
-export GOTOOLCHAIN ?= auto
-# x86-64-v3 (AVX2; the Go runtime checks for it at start) with Go's SIMD
-# experiment: the QP table's bucket scans compare eight ways in one
-# instruction (qpstats/scan_simd.go). GOAMD64=v1 GOEXPERIMENT= builds for
-# any x86-64, with the word-at-a-time scans. A Go that does not know the
-# experiment (GOTOOLCHAIN=local with Go 1.25) builds without it.
-export GOAMD64 ?= v3
-ifeq ($(origin GOEXPERIMENT),undefined)
-GOEXPERIMENT := $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) GOEXPERIMENT=simd $(GO) env GOEXPERIMENT >/dev/null 2>&1 && echo simd)
-endif
-export GOEXPERIMENT
+# The Go and its build settings, as scripts/goenv.sh chooses them for make
+# and the scripts alike, each kept if set in the environment: the Go of
+# go.mod's toolchain line (GOTOOLCHAIN=auto: the data path is measured with
+# it; GOTOOLCHAIN=local keeps the installed one), x86-64-v3 and Go's SIMD
+# experiment where the Go knows it, for the QP table's AVX2 bucket scans
+# (GOAMD64=v1 GOEXPERIMENT= builds for any x86-64).
+$(foreach v,$(shell bash -c '. scripts/goenv.sh && echo GOTOOLCHAIN=$$GOTOOLCHAIN GOAMD64=$$GOAMD64 GOEXPERIMENT=$$GOEXPERIMENT'),$(eval $(v)))
+export GOTOOLCHAIN GOAMD64 GOEXPERIMENT
 
 .PHONY: all deps test-deps build test lint fuzz fuzz-long faults soak bench pgo demo deb docker clean
 

@@ -673,10 +673,10 @@ func (t *Table) miss(it *item, age uint32) (*bucket, int) {
 	return t.claim(it, age)
 }
 
-// findWords is find a word at a time: the first way holding sig, or
-// ways if none does. Without a branch per way: which way a flow has is random, and a chain of
-// compares mispredicted. The signatures are compared two to a
-// (little-endian) word: a lane of w^pattern is zero where they match,
+// findWords is find a word at a time: the first way holding sig, or ways
+// if none does. Without a branch per way: which way a flow has is random,
+// and a chain of compares mispredicted. The signatures are compared two
+// to a (little-endian) word: a lane of w^pattern is zero where they match,
 // and (x-1)&^x has its top bit set exactly there (a borrow out of a
 // matching lane can only flag the lane above it, and the lowest flag is
 // the one taken). Way 2k's flag goes to bit 2k and way 2k+1's to bit
@@ -694,10 +694,9 @@ func (bk *bucket) findWords(sig uint32) int {
 // oldestTree is oldest without vectors: the way idle longest at time age
 // among the ways of two buckets' ages a and c (c's ways numbered from
 // ways on; the lowest number among equals), and how long it has been
-// idle. Each way's idle
-// time goes into a key with its number, and the keys meet in a tree of
-// maxima: four compares deep, where a scan way by way is sixteen, each
-// waiting for the one before.
+// idle. Each way's idle time goes into a key with its number, and the
+// keys meet in a tree of maxima: four compares deep, where a scan way by
+// way is sixteen, each waiting for the one before.
 func oldestTree(age uint32, a, c *[ways]uint32) (int, uint32) {
 	key := func(ages *[ways]uint32, w int, n uint64) uint64 {
 		return uint64(age-ages[w])<<5 | (31 - n) // the lower number wins a tie

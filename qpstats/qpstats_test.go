@@ -642,10 +642,10 @@ func TestVictims(t *testing.T) {
 	}
 }
 
-// find and findWords, which compares the signatures two to a word, answer as a scan
-// of the ways would: buckets with repeated, free and near-miss signatures
-// (ones differing in the lowest or the top bit, which the lanes' borrows
-// could confuse).
+// find and findWords (which compares the signatures two to a word)
+// answer as a scan of the ways would: buckets with repeated, free and
+// near-miss signatures (ones differing in the lowest or the top bit,
+// which the lanes' borrows could confuse).
 func TestBucketFind(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	vals := []uint32{0, 1, 3, 0x80000001, 0xffffffff, 0xfffffffe, 2}

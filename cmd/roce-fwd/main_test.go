@@ -391,12 +391,12 @@ func TestHugepagesPrintsAPlan(t *testing.T) {
 }
 
 func TestVersionAndPorts(t *testing.T) {
-	if r := run(t, "version"); r.code != 0 || !strings.Contains(r.stdout, "DPDK 22.11") {
+	r := run(t, "version")
+	if r.code != 0 || !strings.Contains(r.stdout, "DPDK 22.11") {
 		t.Errorf("version: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// The binary is built as this test is: the same Go and settings.
-	if r := run(t, "version"); !strings.Contains(r.stdout, "built with "+runtime.Version()) ||
-		!strings.Contains(r.stdout, "bucket scans: "+qpstats.BucketScan+"\n") {
+	if !strings.Contains(r.stdout, "built with "+runtime.Version()) || !strings.Contains(r.stdout, "bucket scans: "+qpstats.BucketScan+"\n") {
 		t.Errorf("version does not name the build (%s, %s scans):\n%s", runtime.Version(), qpstats.BucketScan, r.stdout)
 	}
 	if r := run(t, "ports"); r.code != 0 {
