@@ -64,6 +64,7 @@ install -D -m 0755 "$bin" "$stage/usr/bin/roce-fwd"
 install -D -m 0644 "$src/deploy/roce-fwd.toml" "$stage/etc/roce-fwd/roce-fwd.toml"
 install -D -m 0644 "$src/deploy/systemd/roce-fwd.service" "$stage/lib/systemd/system/roce-fwd.service"
 install -D -m 0644 "$src/README.md" "$stage/usr/share/doc/roce-fwd/README.md"
+install -D -m 0644 "$src/docs/performance.md" "$stage/usr/share/doc/roce-fwd/docs/performance.md" # the README links to it
 install -D -m 0644 "$src/deploy/debian/copyright" "$stage/usr/share/doc/roce-fwd/copyright"
 install -D -m 0644 "$src/deploy/grafana/roce-fwd.json" "$stage/usr/share/roce-fwd/grafana/roce-fwd.json"
 install -D -m 0644 "$src/deploy/prometheus/roce-fwd-rules.yml" "$stage/usr/share/roce-fwd/prometheus/roce-fwd-rules.yml"

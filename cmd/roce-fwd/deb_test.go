@@ -22,6 +22,7 @@ var debFiles = []string{
 	"/etc/roce-fwd/roce-fwd.toml",
 	"/lib/systemd/system/roce-fwd.service",
 	"/usr/share/doc/roce-fwd/README.md",
+	"/usr/share/doc/roce-fwd/docs/performance.md",
 	"/usr/share/doc/roce-fwd/copyright",
 	"/usr/share/roce-fwd/grafana/roce-fwd.json",
 	"/usr/share/roce-fwd/prometheus/roce-fwd-rules.yml",
