@@ -624,3 +624,22 @@ func TestSetPlaneKeepsCounts(t *testing.T) {
 		t.Errorf("tx of adjacency 1 (resolved on port 0) %d, of 2 (gone) %d; want 0 and %d", rs.out[1].tx, rs.out[2].tx, adjNoTx)
 	}
 }
+
+// hopIPv4 agrees with the TTL and checksum update written byte by byte
+// (RFC 1624's HC' = HC + 0x100, end-around), for every TTL that is
+// forwarded and every checksum a right header can have.
+func TestHopIPv4(t *testing.T) {
+	for ttl := 2; ttl < 256; ttl++ {
+		for hc := 0; hc < 0xffff; hc++ {
+			var h [12]byte
+			h[8], h[9], h[10], h[11] = byte(ttl), 17, byte(hc>>8), byte(hc)
+			hopIPv4(&h)
+			c := uint32(hc) + 0x100
+			c += c >> 16
+			if h[8] != byte(ttl-1) || h[9] != 17 || h[10] != byte(c>>8) || h[11] != byte(c) {
+				t.Fatalf("TTL %d checksum %#04x: got TTL %d protocol %d checksum %#02x%02x, want %d, %#04x",
+					ttl, hc, h[8], h[9], h[10], h[11], ttl-1, c&0xffff)
+			}
+		}
+	}
+}

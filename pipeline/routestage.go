@@ -460,13 +460,7 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 		*(*[12]byte)(f) = o.hdr
 		h := f[l3s[j]:]
 		if v4 {
-			// TTL - 1: its 16-bit word (TTL, protocol) drops by 0x100, so
-			// the checksum rises by as much, end-around (RFC 1624).
-			h := (*[12]byte)(h)
-			h[8]--
-			c := uint32(h[10])<<8 | uint32(h[11]) + 0x100
-			c += c >> 16
-			h[10], h[11] = byte(c>>8), byte(c)
+			hopIPv4((*[12]byte)(h))
 		} else {
 			h[7]--
 		}
@@ -475,6 +469,20 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 		o.bytes += uint64(sizes[j])
 	}
 	rs.egressTx = all
+}
+
+// hopIPv4 decrements the TTL of the IPv4 header h, whose TTL is above 1
+// and whose checksum is right, and updates the checksum (RFC 1624): the
+// 16-bit word of TTL and protocol drops by 0x100, so the checksum rises by
+// as much, end-around. Bytes 8-11 (TTL, protocol, checksum high and low
+// byte) read as one little-endian word take both in one add: the TTL's
+// byte loses 1 without a borrow, and a carry out of the checksum's high
+// byte lands in its low byte, which is the end-around carry. The low byte
+// could carry out of the word only from a checksum of 0xffff, which no
+// right checksum is (the ones' complement sum of words that are not all
+// zero is never zero).
+func hopIPv4(h *[12]byte) {
+	binary.LittleEndian.PutUint32(h[8:], binary.LittleEndian.Uint32(h[8:])+0x10000-1)
 }
 
 // egressOf is the burst's egressTx after a packet to tx, when it was all
