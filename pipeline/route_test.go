@@ -89,6 +89,15 @@ func TestRoutedPollDoesNotAllocate(t *testing.T) {
 			if st.Classes[RoutedECMP] < 40*20 || len(st.Adj) < 2 || st.Adj[0].Packets == 0 || st.Adj[1].Packets == 0 {
 				t.Errorf("route stats %+v", st)
 			}
+			// Every packet routed to an adjacency is in its counts (which
+			// packets take in turn in lanes), once.
+			var sent uint64
+			for _, a := range st.Adj {
+				sent += a.Packets
+			}
+			if routed := st.Classes[RoutedForward] + st.Classes[RoutedECMP]; sent != routed {
+				t.Errorf("adjacencies counted %d packets, the FIB routed %d to them", sent, routed)
+			}
 			for w.Poll() != 0 {
 			}
 			if d := w.Stats().Drops; d[DropTTLExpired] == 0 {
@@ -608,16 +617,16 @@ func TestSetPlaneKeepsCounts(t *testing.T) {
 	if rs.out[0].hdr != hdr {
 		t.Errorf("adjacency 0 writes % x, want % x", rs.out[0].hdr, hdr)
 	}
-	for i := range rs.out {
-		rs.out[i].packets, rs.out[i].bytes = uint64(i+1), uint64(100*(i+1))
+	for i := range rs.out { // in a lane each, so that every lane is seen kept
+		rs.out[i].packets[i%adjLanes], rs.out[i].bytes[(i+1)%adjLanes] = uint64(i+1), uint64(100*(i+1))
 	}
 	rs.setPlane(&routing.Plane{Adjs: []routing.Adj{{Port: 0, Resolved: true}, {Port: 0, Resolved: true}}})
 	if len(rs.out) != 4 {
 		t.Fatalf("%d adjacencies after a smaller plane, want the 4 counted", len(rs.out))
 	}
 	for i, o := range rs.out {
-		if o.packets != uint64(i+1) || o.bytes != uint64(100*(i+1)) {
-			t.Errorf("adjacency %d: %d packets %d bytes after the swap, want %d and %d", i, o.packets, o.bytes, i+1, 100*(i+1))
+		if p, n := o.counts(); p != uint64(i+1) || n != uint64(100*(i+1)) {
+			t.Errorf("adjacency %d: %d packets %d bytes after the swap, want %d and %d", i, p, n, i+1, 100*(i+1))
 		}
 	}
 	if rs.out[1].tx != 0 || rs.out[2].tx != adjNoTx {

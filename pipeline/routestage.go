@@ -107,9 +107,24 @@ type punter struct {
 // write, the tx index (or adjUnresolved / adjNoTx: one load answers both
 // checks), and the worker's counts of what it sent there.
 type adjOut struct {
-	hdr            [12]byte
-	tx             int16
-	packets, bytes uint64
+	hdr [12]byte
+	tx  int16
+	// The counts, in adjLanes lanes that packets take in turn: a burst's
+	// packets mostly go to one adjacency, and with one count each packet's
+	// increment waited for the one before it through memory.
+	packets, bytes [adjLanes]uint64
+}
+
+// adjLanes is how many lanes an adjacency's counts are kept in.
+const adjLanes = 4
+
+// counts is what the adjacency sent, its lanes added up.
+func (o *adjOut) counts() (packets, bytes uint64) {
+	for l := range adjLanes {
+		packets += o.packets[l]
+		bytes += o.bytes[l]
+	}
+	return packets, bytes
 }
 
 func newRouteStage(spec *RouteSpec, n int, txOf []int16, rx []rxSource, workers int) *routeStage {
@@ -465,8 +480,8 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 			h[7]--
 		}
 		egress[j] = uint16(tx)
-		o.packets++
-		o.bytes += uint64(sizes[j])
+		o.packets[k%adjLanes]++
+		o.bytes[k%adjLanes] += uint64(sizes[j])
 	}
 	rs.egressTx = all
 }
@@ -690,8 +705,9 @@ func (p *Pipeline) RouteStats() RouteStats {
 				st.Adj = append(st.Adj, make([]AdjStats, len(rs.out)-len(st.Adj))...)
 			}
 			for i := range rs.out {
-				st.Adj[i].Packets += rs.out[i].packets
-				st.Adj[i].Bytes += rs.out[i].bytes
+				p, n := rs.out[i].counts()
+				st.Adj[i].Packets += p
+				st.Adj[i].Bytes += n
 			}
 			return true
 		})
