@@ -64,7 +64,8 @@ type routeStage struct {
 	txOf     []int16 // port id → the worker's tx index, -1: none
 	// out is, per adjacency of the plane, what the worker writes and
 	// where it sends a packet to it, and what it sent there: one entry
-	// (half a cache line) read and written per routed packet.
+	// (80 bytes) read and written per routed packet. (The counts in a line
+	// of their own, apart from what is only read, ran slower.)
 	out []adjOut
 	// egressTx is the tx index every resolved packet of the burst goes
 	// to, egressNone before the first, egressMixed once they differ.
