@@ -481,7 +481,7 @@ func (s *Shell) showLcores(_ []string, jsonOut bool) (string, error) {
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "lcore\tsocket\tqueues\tpackets\tMpps\tcycles/pkt\tempty polls\tbursts: 0\t1-7\t8-15\t16-31\t32+\t")
+	fmt.Fprintln(tw, "lcore\tsocket\tqueues\tpackets\tMpps\tcycles/pkt\tempty polls\tbursts: 0\t1-7\t8-15\t16-31\t32+\tmax gap us\tstalls>50us\t>1ms\t")
 	for _, r := range rows {
 		h := func(keys ...string) string {
 			var n uint64
@@ -490,15 +490,16 @@ func (s *Shell) showLcores(_ []string, jsonOut bool) (string, error) {
 			}
 			return strconv.FormatUint(n, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%.3f\t%.1f\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t\n", r.Lcore, r.Socket, strings.Join(r.Queues, ","), r.Packets,
-			r.IntervalMpps, r.IntervalCycles, 100*r.EmptyPollsShare, h("0"), h(histLabels(1, 7)...), h(histLabels(8, 15)...), h(histLabels(16, 31)...), h(histLabels(32, 1<<20)...))
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%.3f\t%.1f\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%.1f\t%d\t%d\t\n", r.Lcore, r.Socket, strings.Join(r.Queues, ","), r.Packets,
+			r.IntervalMpps, r.IntervalCycles, 100*r.EmptyPollsShare, h("0"), h(histLabels(1, 7)...), h(histLabels(8, 15)...), h(histLabels(16, 31)...), h(histLabels(32, 1<<20)...),
+			r.MaxPollGapUS, r.Stalls[pipeline.StallBoundLabel(0)], r.Stalls[pipeline.StallBoundLabel(2)])
 	}
 	tw.Flush()
 	iv := 0.0
 	if len(rows) > 0 {
 		iv = rows[0].IntervalS
 	}
-	fmt.Fprintf(&b, "(Mpps, cycles/packet and empty polls since last show, %.3f s; packets and bursts since start)\n", iv)
+	fmt.Fprintf(&b, "(Mpps, cycles/packet and empty polls since last show, %.3f s; packets, bursts and stalls since start; max gap: the longest between two polls, since start)\n", iv)
 	return b.String(), nil
 }
 

@@ -111,6 +111,12 @@ type LcoreReport struct {
 	Bursts          uint64            `json:"bursts"`
 	EmptyPolls      uint64            `json:"empty_polls"`
 	BurstHist       map[string]uint64 `json:"burst_hist"`
+	// Stalls counts the polls that started longer than a bound ("50us",
+	// "200us", "1ms", "10ms") after the one before: time in which the
+	// worker read none of its rx queues. MaxPollGapUS is the longest gap
+	// since forwarding started, in microseconds.
+	Stalls       map[string]uint64 `json:"stalls"`
+	MaxPollGapUS float64           `json:"max_poll_gap_us"`
 }
 
 // EmptyPollPct is the share of polls that returned nothing, in percent.
@@ -185,7 +191,7 @@ func (d *Daemon) report(rates bool) Report {
 		}
 		lr := LcoreReport{Lcore: s.Lcore, Socket: s.Socket, Queues: s.Queues, Packets: s.Packets,
 			CyclesPerPacket: s.CyclesPerPacket(), BusyCycles: s.BusyCycles, Bursts: s.Bursts, EmptyPolls: s.EmptyPolls,
-			BurstHist: map[string]uint64{}}
+			BurstHist: map[string]uint64{}, Stalls: map[string]uint64{}, MaxPollGapUS: float64(s.MaxPollGap) / 1e3}
 		if dur > 0 {
 			lr.Mpps = float64(s.Packets) / dur.Seconds() / 1e6
 		}
@@ -193,6 +199,9 @@ func (d *Daemon) report(rates bool) Report {
 			if v != 0 {
 				lr.BurstHist[pipeline.HistBucketLabel(b)] = v
 			}
+		}
+		for b, v := range s.Stalls {
+			lr.Stalls[pipeline.StallBoundLabel(b)] = v
 		}
 		for reason, v := range s.Drops {
 			r.Drops[pipeline.Reason(reason).String()] += v
@@ -275,6 +284,12 @@ func (r Report) WriteText(w io.Writer) {
 				}
 			}
 			fmt.Fprintf(w, "    packets per poll  %s\n", strings.Join(parts, "  "))
+			var stalls []string
+			for b := range pipeline.NumStallBounds {
+				label := pipeline.StallBoundLabel(b)
+				stalls = append(stalls, fmt.Sprintf("%s %d", label, l.Stalls[label]))
+			}
+			fmt.Fprintf(w, "    longest gap between polls %.1f us; gaps over %s\n", l.MaxPollGapUS, strings.Join(stalls, ", "))
 		}
 	}
 	var drops []string

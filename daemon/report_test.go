@@ -26,7 +26,8 @@ func fullReport() Report {
 		},
 		Lcores: []LcoreReport{
 			{Lcore: 1, Socket: 0, Queues: []string{"in:0", "in:1"}, Packets: 1000, Mpps: 0.0004, CyclesPerPacket: 123.4,
-				BusyCycles: 123400, Bursts: 30, EmptyPolls: 10, BurstHist: map[string]uint64{"0": 10, "1": 2, "32-63": 28}},
+				BusyCycles: 123400, Bursts: 30, EmptyPolls: 10, BurstHist: map[string]uint64{"0": 10, "1": 2, "32-63": 28},
+				Stalls: map[string]uint64{"50us": 4, "200us": 2, "1ms": 1, "10ms": 0}, MaxPollGapUS: 1234.56},
 			{Lcore: 2, Socket: 1, BurstHist: map[string]uint64{}},
 		},
 		Drops:     map[string]uint64{"tx_full": 10, "no_route": 0, "bad_icrc": 2},
@@ -81,6 +82,7 @@ func TestWriteText(t *testing.T) {
 		"  " + strings.Repeat("-", 78),
 		"  lcore 1 (socket 0) polls in:0 in:1: 1000 packets, 0.00 Mpps, 123.4 cycles/packet, 25.0% empty polls",
 		"    packets per poll  0: 25.0%  1: 5.0%  32-63: 70.0%",
+		"    longest gap between polls 1234.6 us; gaps over 50us 4, 200us 2, 1ms 1, 10ms 0",
 		"  lcore 2 (socket 1) polls : 0 packets, 0.00 Mpps, 0.0 cycles/packet, 0.0% empty polls",
 		"  Drops by reason: bad_icrc 2, tx_full 10",
 		"  RoCE on port in: 800 of 1000 frames (80.0%), CNP 5, ECN ect0 700 ect1 0 ce 50 not-ect 50, ICRC ok 798 bad 2, malformed: bad_udp_len 3, short_bth 1",

@@ -52,7 +52,10 @@ func (s LcoreStats) Sub(base LcoreStats) LcoreStats {
 	for i := range s.Drops {
 		s.Drops[i] -= base.Drops[i]
 	}
-	return s
+	for i := range s.Stalls {
+		s.Stalls[i] -= base.Stalls[i]
+	}
+	return s // MaxPollGap stays the longest since start
 }
 
 // ResetQPTables empties every worker's QP table: a running worker does it

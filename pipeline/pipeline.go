@@ -141,6 +141,9 @@ func New(spec Spec) (*Pipeline, error) {
 		}
 		w := cacheline.New[Worker]()
 		*w = Worker{Lcore: ws.Lcore, Socket: ws.Socket, mode: spec.Mode, clock: newTSCClock(), b: newBurst(spec.rxBurst())}
+		for i, d := range StallBounds {
+			w.gapBound[i] = w.clock.cycles(d)
+		}
 		if spec.QoS != nil {
 			for _, rx := range ws.Rx {
 				if qp := spec.QoS.Ports[rx.Port]; pfcOwner[rx.Port] == wi && qp.SoftwarePFC() {

@@ -236,7 +236,11 @@ func TestStopRestartAndNoMbufLeak(t *testing.T) {
 	testenv.WritePcap(t, in, testenv.Frames(64))
 	cfg, set := openPorts(t, "io", "net_pcap%d,rx_pcap="+in+",infinite_rx=1", "net_null%d,no-rx=1")
 	p := newPipeline(t, cfg, set)
+	const stopped = 60 * time.Millisecond
 	for round := 1; round <= 3; round++ {
+		if round > 1 {
+			time.Sleep(stopped) // not a gap between polls: the worker was stopped
+		}
 		if err := set.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -260,6 +264,11 @@ func TestStopRestartAndNoMbufLeak(t *testing.T) {
 	}
 	if st.TxPackets != handled {
 		t.Errorf("sink port counted %d packets, workers handled %d", st.TxPackets, handled)
+	}
+	for _, s := range p.Stats() {
+		if s.MaxPollGap >= stopped {
+			t.Errorf("lcore %d: longest gap between polls %v: the %v it was stopped counted", s.Lcore, s.MaxPollGap, stopped)
+		}
 	}
 	p.Free()
 	// Close fails when any mbuf is not back in its pool.
@@ -286,6 +295,44 @@ func TestPollDoesNotAllocate(t *testing.T) {
 			closeRing(t, p, set)
 		})
 	}
+}
+
+// A poll that starts long after the one before is a stall, counted under
+// every bound the gap passes, and the longest gap is kept.
+func TestPollGapsAreStalls(t *testing.T) {
+	cfg, set := openPorts(t, "io", "net_ring%d")
+	p := newPipeline(t, cfg, set)
+	w := primeRing(t, p, set)
+	for range 10 {
+		w.Poll()
+	}
+	before := w.Stats()
+	time.Sleep(3 * time.Millisecond)
+	w.Poll()
+	s := w.Stats().Sub(before)
+	for i, want := range []uint64{1, 1, 1} { // over 50us, 200us, 1ms
+		if s.Stalls[i] < want {
+			t.Errorf("a 3 ms gap: %d stalls over %v, want %d at least", s.Stalls[i], StallBounds[i], want)
+		}
+	}
+	if s.MaxPollGap < 3*time.Millisecond {
+		t.Errorf("longest gap %v after a 3 ms sleep", s.MaxPollGap)
+	}
+	time.Sleep(12 * time.Millisecond)
+	w.Poll()
+	s = w.Stats()
+	if s.Stalls[3] < 1 || s.MaxPollGap < 12*time.Millisecond {
+		t.Errorf("a 12 ms gap: %d stalls over 10ms, longest gap %v", s.Stalls[3], s.MaxPollGap)
+	}
+	for i := 1; i < NumStallBounds; i++ {
+		if s.Stalls[i] > s.Stalls[i-1] {
+			t.Errorf("stalls over %v (%d) are more than over %v (%d): the counts are cumulative", StallBounds[i], s.Stalls[i], StallBounds[i-1], s.Stalls[i-1])
+		}
+	}
+	if got := StallBoundLabel(0) + " " + StallBoundLabel(2); got != "50us 1ms" {
+		t.Errorf("labels %q", got)
+	}
+	closeRing(t, p, set)
 }
 
 // primeRing puts 32 packets in flight through a ring port that forwards

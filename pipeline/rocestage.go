@@ -199,6 +199,15 @@ func (c *tscClock) ns(tsc uint64) int64 {
 	return c.baseNS + int64(float64(tsc-c.baseTSC)*c.nsPerTick)
 }
 
+// duration is n TSC cycles as a duration; cycles is the other way.
+func (c *tscClock) duration(n uint64) time.Duration {
+	return time.Duration(float64(n) * c.nsPerTick)
+}
+
+func (c *tscClock) cycles(d time.Duration) uint64 {
+	return uint64(float64(d) / c.nsPerTick)
+}
+
 // qpChunk is how many slots a worker copies per poll (about a
 // microsecond): a whole table (megabytes) at once would stall the worker
 // long enough for a NIC's rx ring to overflow.

@@ -3,7 +3,9 @@ package pipeline
 import (
 	"math/bits"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"roce-fwd/rocestats"
 )
@@ -31,6 +33,24 @@ func histBucket(n int) int {
 	return min(bits.Len(uint(n)), HistBuckets-1)
 }
 
+// StallBounds are the gaps between the starts of two polls of a worker
+// that count as stalls: for that long none of its rx queues was read, and
+// a NIC's rx ring fills in that time (1024 descriptors at 20 Mpps: 51 µs)
+// and drops what comes next (rx_missed). A busy poll of 128 packets takes
+// a few microseconds; a stall is the collector stopping the world, the
+// kernel running something else on the worker's CPU, or work given to the
+// worker taking too long.
+var StallBounds = [NumStallBounds]time.Duration{50 * time.Microsecond, 200 * time.Microsecond, time.Millisecond, 10 * time.Millisecond}
+
+// NumStallBounds is how many StallBounds there are.
+const NumStallBounds = 4
+
+// StallBoundLabel names bound i ("50us", "200us", "1ms", "10ms"), as a
+// Prometheus label and a JSON key.
+func StallBoundLabel(i int) string {
+	return strings.Replace(StallBounds[i].String(), "µ", "u", 1)
+}
+
 // lcoreCounters belong to one worker and only that worker writes them,
 // with plain stores: no atomic instruction on the data path. The control
 // plane gets a consistent copy through a snapshot handshake (below).
@@ -39,6 +59,11 @@ type lcoreCounters struct {
 	busyCycles uint64              // TSC cycles of polls that carried packets
 	hist       [HistBuckets]uint64 // bucket 0: empty polls; the others: bursts
 	drops      [NumReasons]uint64
+	// stalls[i] counts the polls that started more than StallBounds[i]
+	// but at most StallBounds[i+1] after the one before; maxGap is the
+	// longest such gap seen (TSC cycles), stall or not.
+	stalls [NumStallBounds]uint64
+	maxGap uint64
 }
 
 // snapshot is the last copy of the worker's counters the control plane
@@ -86,6 +111,12 @@ type LcoreStats struct {
 	BusyCycles uint64
 	Hist       [HistBuckets]uint64
 	Drops      [NumReasons]uint64
+	// Stalls[i] counts the polls that started more than StallBounds[i]
+	// after the poll before (cumulative: a gap over 1 ms is counted under
+	// 50 µs and 200 µs too). MaxPollGap is the longest gap between two
+	// polls since the worker started, stall or not.
+	Stalls     [NumStallBounds]uint64
+	MaxPollGap time.Duration
 }
 
 // CyclesPerPacket is the TSC cycles spent per packet on busy polls.

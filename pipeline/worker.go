@@ -86,6 +86,11 @@ type Worker struct {
 	// the cycles between two polls are charged to the first one's packets.
 	lastTSC  uint64
 	lastBusy bool
+	// gapWatch is the shortest gap between two polls pollGap must see:
+	// the longest so far, or the first stall bound if that is shorter.
+	// gapBound are StallBounds in TSC cycles.
+	gapWatch uint64
+	gapBound [NumStallBounds]uint64
 	_        [64]byte // keep the hot counters off other workers' lines
 	c        lcoreCounters
 	_        [64]byte
@@ -112,6 +117,9 @@ func (w *Worker) Poll() int {
 	total := w.step.Run()
 
 	tsc := w.step.TSC()
+	if tsc-w.lastTSC > w.gapWatch {
+		w.pollGap(tsc - w.lastTSC)
+	}
 	if w.lastBusy {
 		w.c.busyCycles += tsc - w.lastTSC
 	}
@@ -139,6 +147,22 @@ func (w *Worker) Poll() int {
 		w.qosTx(w.now)
 	}
 	return total
+}
+
+// pollGap records a gap of gap TSC cycles between the start of the
+// previous poll and this one's: a new longest gap, or a stall.
+func (w *Worker) pollGap(gap uint64) {
+	if w.lastTSC == 0 {
+		return // the first poll (Loop sets lastTSC; a test's Poll may not)
+	}
+	w.c.maxGap = max(w.c.maxGap, gap)
+	for i := NumStallBounds - 1; i >= 0; i-- {
+		if gap > w.gapBound[i] {
+			w.c.stalls[i]++
+			break
+		}
+	}
+	w.gapWatch = min(w.c.maxGap, w.gapBound[0])
 }
 
 // handle takes a burst through the stages of the worker's mode, each a
@@ -239,6 +263,9 @@ func (w *Worker) rewritePass(b *burst) {
 
 // Loop polls until Stop, then transmits what is still queued.
 func (w *Worker) Loop() {
+	// The time the worker was stopped is neither busy nor a gap between
+	// polls.
+	w.lastTSC, w.lastBusy = dpdk.RDTSC(), false
 	w.looping.Store(true)
 	for !w.stop.Load() {
 		w.Poll()
@@ -267,6 +294,10 @@ func (w *Worker) Stats() LcoreStats {
 		BusyCycles: c.busyCycles,
 		Hist:       c.hist,
 		Drops:      c.drops,
+		MaxPollGap: w.clock.duration(c.maxGap),
+	}
+	for i := range s.Stalls { // cumulative: over each bound
+		s.Stalls[i] = sum(c.stalls[i:])
 	}
 	for _, r := range w.rx {
 		s.Queues = append(s.Queues, fmt.Sprintf("%d/%d", r.port, r.queue))

@@ -60,6 +60,7 @@ type collector struct {
 	portLinkUp, portLinkSpeed                                             metric
 
 	lcorePackets, lcoreBusy, lcoreBursts, lcoreEmpty, tscHz metric
+	lcoreStalls, lcoreMaxGap                                metric
 
 	qosEnqPackets, qosEnqBytes, qosTxPackets, qosTxBytes, qosECN metric
 	qosDropped, qosDepth, qosMaxDepth, qosPaused                 metric
@@ -127,6 +128,8 @@ func NewCollector(src Source) prometheus.Collector {
 		lcoreBusy:    counter("lcore_busy_cycles_total", "TSC cycles of polls that carried packets.", lcore...),
 		lcoreBursts:  counter("lcore_bursts_total", "Polls that returned packets.", lcore...),
 		lcoreEmpty:   counter("lcore_empty_polls_total", "Polls that returned no packet.", lcore...),
+		lcoreStalls:  counter("lcore_stalls_total", "Polls that started longer than the bound after the worker's poll before: for that long it read none of its rx queues (cumulative: a 2 ms gap counts over 50us, 200us and 1ms).", "lcore", "socket", "over"),
+		lcoreMaxGap:  gauge("lcore_poll_gap_max_seconds", "The longest time between the starts of two of the worker's polls since forwarding started.", lcore...),
 		tscHz:        gauge("tsc_frequency_hertz", "TSC cycles per second, as EAL measured them: rate(rocefwd_lcore_busy_cycles_total) divided by it is a worker's busy share."),
 
 		qosEnqPackets: counter("qos_enqueued_packets_total", "Packets queued in the traffic class.", tc...),
@@ -207,7 +210,7 @@ func (c *collector) metrics() []metric {
 		c.portRxPackets, c.portRxBytes, c.portTxPackets, c.portTxBytes,
 		c.portRxMissed, c.portRxErrors, c.portRxNoMbuf, c.portTxErrors, c.portTxDropped,
 		c.portLinkUp, c.portLinkSpeed,
-		c.lcorePackets, c.lcoreBusy, c.lcoreBursts, c.lcoreEmpty, c.tscHz,
+		c.lcorePackets, c.lcoreBusy, c.lcoreBursts, c.lcoreEmpty, c.lcoreStalls, c.lcoreMaxGap, c.tscHz,
 		c.qosEnqPackets, c.qosEnqBytes, c.qosTxPackets, c.qosTxBytes, c.qosECN,
 		c.qosDropped, c.qosDepth, c.qosMaxDepth, c.qosPaused,
 		c.pfcMode, c.pfcRxFrames, c.pfcRxXOFF, c.pfcRxXON, c.pfcPaused, c.pfcTxXOFF, c.pfcTxXON, c.pfcTxPaused,
@@ -314,6 +317,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		u(c.lcoreBusy, lc.BusyCycles, l...)
 		u(c.lcoreBursts, lc.Bursts, l...)
 		u(c.lcoreEmpty, lc.EmptyPolls, l...)
+		for b := range pipeline.NumStallBounds {
+			label := pipeline.StallBoundLabel(b)
+			u(c.lcoreStalls, lc.Stalls[label], l[0], l[1], label)
+		}
+		emit(c.lcoreMaxGap, lc.MaxPollGapUS/1e6, l...)
 	}
 	if hz := tscHz(); hz > 0 {
 		u(c.tscHz, hz)

@@ -208,6 +208,8 @@ func lcoresReply(r daemon.Report, _ string) (any, error) {
 			"cycles_per_packet": strconv.FormatFloat(l.CyclesPerPacket, 'f', 1, 64),
 			"empty_poll_pct":    strconv.FormatFloat(l.EmptyPollPct(), 'f', 1, 64),
 			"mpps":              strconv.FormatFloat(l.Mpps, 'f', 3, 64),
+			"stalls":            l.Stalls,
+			"max_poll_gap_us":   strconv.FormatFloat(l.MaxPollGapUS, 'f', 1, 64),
 		}
 	}
 	return out, nil
