@@ -23,6 +23,7 @@ import (
 	"roce-fwd/demotraffic"
 	"roce-fwd/dpdk"
 	"roce-fwd/hugepages"
+	"roce-fwd/internal/gcfloor"
 	"roce-fwd/pcidev"
 	"roce-fwd/qpstats"
 	"roce-fwd/telemetry"
@@ -123,6 +124,13 @@ func cmdRun(args []string, log *slog.Logger) int {
 		}
 	}
 	log.Info("roce-fwd starting", "version", buildVersion(), "build", buildTarget(), "config", cfg.File, "mode", cfg.Pipeline.Mode)
+	// Each collection stops the workers too: run fewer of them while the
+	// heap is small (internal/gcfloor).
+	if gcfloor.Set(gcfloor.DefaultFloor) {
+		log.Info("Go collector paced with a floor", "floor_mib", gcfloor.DefaultFloor>>20)
+	} else {
+		log.Info("Go collector paced by the environment's GOGC/GOMEMLIMIT")
+	}
 
 	// Signals first: a SIGINT while EAL and the ports come up (seconds on
 	// a big machine) stops roce-fwd cleanly once they are up.
