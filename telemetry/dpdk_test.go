@@ -121,6 +121,8 @@ func TestDPDKCommands(t *testing.T) {
 		{at(lcores, "1", "busy_cycles"), 5002.0},
 		{at(lcores, "1", "cycles_per_packet"), "123.5"},
 		{at(lcores, "1", "empty_poll_pct"), "50.0"},
+		{at(lcores, "1", "stalls", "1ms"), 5008.0},
+		{at(lcores, "1", "max_poll_gap_us"), "5010.5"},
 		{at(lcores, "1", "queues", 0), "p0:0"},
 	} {
 		if c.got != c.want {

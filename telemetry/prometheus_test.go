@@ -135,6 +135,9 @@ func TestMetrics(t *testing.T) {
 		{"rocefwd_lcore_busy_cycles_total", l("lcore", "1"), 5002, counter},
 		{"rocefwd_lcore_bursts_total", l("lcore", "1"), 5003, counter},
 		{"rocefwd_lcore_empty_polls_total", l("lcore", "1"), 5004, counter},
+		{"rocefwd_lcore_stalls_total", l("lcore", "1", "over", "50us"), 5006, counter},
+		{"rocefwd_lcore_stalls_total", l("lcore", "1", "over", "10ms"), 5009, counter},
+		{"rocefwd_lcore_poll_gap_max_seconds", l("lcore", "1"), 5010.5e-6, gauge},
 		{"rocefwd_tsc_frequency_hertz", nil, 2.4e9, gauge},
 
 		{"rocefwd_qos_enqueued_packets_total", l("port", "p1", "tc", "3"), 3001, counter},

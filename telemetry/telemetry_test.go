@@ -55,7 +55,8 @@ func testReport() daemon.Report {
 		},
 		Lcores: []daemon.LcoreReport{
 			{Lcore: 1, Socket: 0, Queues: []string{"p0:0"}, Packets: 5001, CyclesPerPacket: 123.45,
-				BusyCycles: 5002, Bursts: 5003, EmptyPolls: 5004, Mpps: 1.5},
+				BusyCycles: 5002, Bursts: 5003, EmptyPolls: 5004, Mpps: 1.5,
+				Stalls: map[string]uint64{"50us": 5006, "200us": 5007, "1ms": 5008, "10ms": 5009}, MaxPollGapUS: 5010.5},
 		},
 		Drops:     drops,
 		Queued:    21,
