@@ -132,10 +132,12 @@ type statsJSON struct {
 		TxDropped *uint64 `json:"tx_dropped"`
 	} `json:"ports"`
 	Lcores []struct {
-		Lcore           int     `json:"lcore"`
-		Socket          *int    `json:"socket"`
-		Packets         uint64  `json:"packets"`
-		CyclesPerPacket float64 `json:"cycles_per_packet"`
+		Lcore           int               `json:"lcore"`
+		Socket          *int              `json:"socket"`
+		Packets         uint64            `json:"packets"`
+		CyclesPerPacket float64           `json:"cycles_per_packet"`
+		Stalls          map[string]uint64 `json:"stalls"`
+		MaxPollGapUS    float64           `json:"max_poll_gap_us"`
 	} `json:"lcores"`
 	Drops   map[string]uint64 `json:"drops"`
 	Capture *struct {
@@ -219,6 +221,16 @@ func TestRunDefaultWithDurationAndStatsJSON(t *testing.T) {
 	}
 	if s.Lcores[0].CyclesPerPacket <= 0 {
 		t.Errorf("cycles_per_packet %v", s.Lcores[0].CyclesPerPacket)
+	}
+	// The collector is paced with a floor unless the environment says how.
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" && !strings.Contains(r.stderr, "Go collector paced with a floor") {
+		t.Errorf("no log of the collector's floor:\n%s", r.stderr)
+	}
+	// The worker's gaps between polls: some gap is the longest, and the
+	// four stall bounds are there (cumulative, so never rising).
+	if l := s.Lcores[0]; l.MaxPollGapUS <= 0 || len(l.Stalls) != 4 ||
+		l.Stalls["50us"] < l.Stalls["200us"] || l.Stalls["200us"] < l.Stalls["1ms"] || l.Stalls["1ms"] < l.Stalls["10ms"] {
+		t.Errorf("max_poll_gap_us %v, stalls %v", l.MaxPollGapUS, l.Stalls)
 	}
 	// The default runs roce mode on the demo capture: 9 of its 10 frames
 	// are RoCEv2, one a CNP, all with good ICRCs.
