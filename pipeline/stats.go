@@ -61,7 +61,7 @@ type lcoreCounters struct {
 	drops      [NumReasons]uint64
 	// stalls[i] counts the polls that started more than StallBounds[i]
 	// but at most StallBounds[i+1] after the one before; maxGap is the
-	// longest such gap seen (TSC cycles), stall or not.
+	// longest gap between two polls (TSC cycles), stall or not.
 	stalls [NumStallBounds]uint64
 	maxGap uint64
 }

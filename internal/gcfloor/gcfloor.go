@@ -9,8 +9,8 @@
 // Prometheus scrape, a console command) starts a collection every few
 // seconds. Set puts a floor under that: the collector runs when the Go
 // heap reaches twice (GOGC) what the last collection left live, or the
-// Go runtime's memory reaches the floor, whichever comes later. A heap larger than the
-// floor is paced by GOGC as before.
+// Go runtime's memory reaches the floor, whichever comes later. A heap
+// larger than the floor is paced by GOGC as before.
 //
 // The floor is a memory limit (debug.SetMemoryLimit) with GOGC off, moved
 // after every collection. A user's own GOGC or GOMEMLIMIT in the
@@ -26,7 +26,7 @@ import (
 	"sync"
 )
 
-// DefaultFloor is what the daemon uses: nothing beside the hugepage
+// DefaultFloor is what the daemon uses: little beside the hugepage
 // memory DPDK reserves, and, with the control plane's garbage at about a
 // megabyte a second, a collection a minute instead of one every few
 // seconds.
