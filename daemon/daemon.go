@@ -433,9 +433,16 @@ func (d *Daemon) confineRuntime() {
 	d.log.Debug("runtime threads kept off worker CPUs", "threads", n, "cpus", numa.FormatCPUList(cpus))
 	irqs := newIRQWatch("/", lcoreOf, d.log)
 	irqs.check() // the counts as they are
+	stalls := newStallWatch(d.log)
 	d.confine.start(confinePeriod, func() {
 		d.confineAgain(keep, cpus)
 		irqs.check()
+		if d.mu.TryLock() { // not while a reload or a stop holds the daemon
+			if d.Pipe != nil {
+				stalls.check(d.Pipe.Stats())
+			}
+			d.mu.Unlock()
+		}
 	}, nil)
 }
 
