@@ -14,9 +14,11 @@ rate, and turns the rounds' figures into the table. Standard library only.
   bench.py testpmd SECS LOG -- CMD...      median Rx-pps of port 0, Mpps
   bench.py exec LOG -- CMD...              runs CMD, output to LOG
   bench.py rocefwd SECS LOG JSON           median Rx-pps of port 0, Mpps, the
-                                           lcore's cycles per packet, and the
+                                           lcore's cycles per packet, the
                                            packets punted to the kernel and written
-                                           by a capture per second
+                                           by a capture per second, the worker's
+                                           gaps between polls over 1 ms and its
+                                           longest gap (us)
   bench.py l3fwd SECS LOG SOCKET -- CMD... median Tx-pps of port 1, Mpps, and
                                            the share of port 0's Rx sent there
   bench.py ratios RESULTS ROWS ROUND GROUP one round's ratios, for progress
@@ -385,16 +387,20 @@ def cmd_rocefwd(secs, log, js):
         samples = [v for v in port0_rx_pps(f.read()) if v > 0]
     if len(samples) < max(1, int(secs) - 1):
         samples = []
-    cpp = punts = captured = 0.0
+    cpp = punts = captured = stalls = gap = 0.0
     try:
         with open(js) as f:
             st = json.load(f)
         cpp = st["lcores"][0]["cycles_per_packet"]
         punts = sum(st.get("route", {}).get("punts", {}).values()) / st["duration_s"]
         captured = st.get("capture", {}).get("written_packets", 0) / st["duration_s"]
+        # The worker's polls more than 1 ms apart, and its longest gap (us):
+        # a round that was disturbed shows here.
+        stalls = st["lcores"][0].get("stalls", {}).get("1ms", 0)
+        gap = st["lcores"][0].get("max_poll_gap_us", 0)
     except (OSError, ValueError, KeyError, IndexError, ZeroDivisionError):
         pass
-    print(mpps(samples), "%.1f" % cpp, "%.0f" % punts, "%.0f" % captured)
+    print(mpps(samples), "%.1f" % cpp, "%.0f" % punts, "%.0f" % captured, "%d" % stalls, "%.0f" % gap)
 
 
 def telemetry(sock, cmd):

@@ -520,9 +520,10 @@ run_rocefwd() {
 		--stats-json "$log.json" --log-level warn || rc=$?
 	end_run
 	if [ "$rc" != 0 ]; then die "roce-fwd exited with status $rc; see $log"; fi
-	local res punts captured
+	local res punts captured stalls gap
 	res=$("${py[@]}" rocefwd "$secs" "$log" "$log.json") || res=0
-	read -r rate cpp punts captured <<<"$res"
+	read -r rate cpp punts captured stalls gap <<<"$res"
+	echo "$g $spec ${stalls:-0} ${gap:-0}" >>"$work/stalls"
 	if [ "$pcap" != "${wl_pcap[$g]}" ] && [ -n "${kernel:-}" ]; then echo "$g $spec $punts" >>"$work/punts"; fi
 	if [ "${opt%capture}" != "$opt" ]; then
 		echo "$g $spec $captured $(stat -c %s "$capfile" 2>/dev/null || echo 0)" >>"$work/captured"
@@ -651,6 +652,12 @@ mkdir -p "$(dirname "$out")"
 	"${py[@]}" table "$work/results" "$work/rows.run" "$tsc_hz"
 	if [ -s "$work/captured" ]; then
 		echo "captured (capture rows), packets written per second and bytes per packet by round: $(awk '{ printf "%s%s %.2f M, %.0f B", (NR > 1 ? " / " : ""), $2, $3 / 1e6, ($3 > 0 ? $4 / ($3 * dur) : 0) }' dur="$((secs + 1))" "$work/captured")"
+	fi
+	if [ -s "$work/stalls" ]; then
+		# Gaps of over 1 ms between the worker's polls: the VM or the
+		# kernel took its CPU, and that round's rate is low for it.
+		echo "roce-fwd's worker, gaps over 1 ms between polls: $(awk '{ n++; if ($3 == 0) none++; if ($3 > most) { most = $3; at = $1 " " $2 } if ($4 > gap) gap = $4 }
+			END { printf "none in %d of %d runs", none, n; if (most > 0) printf ", the most %d (%s)", most, at; printf "; the longest gap %.2f ms", gap / 1e3 }' "$work/stalls")"
 	fi
 	if [ -s "$work/punts" ]; then
 		echo "punted to the kernel (punt rows), thousands of packets per second by round: $(awk '{ printf "%s%s %.1f", (NR > 1 ? " / " : ""), ($2 ~ /punt150$/ ? "1 in 150" : "1 in 50"), $3 / 1e3 }' "$work/punts")"
