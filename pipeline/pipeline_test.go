@@ -237,6 +237,7 @@ func TestStopRestartAndNoMbufLeak(t *testing.T) {
 	cfg, set := openPorts(t, "io", "net_pcap%d,rx_pcap="+in+",infinite_rx=1", "net_null%d,no-rx=1")
 	p := newPipeline(t, cfg, set)
 	const stopped = 60 * time.Millisecond
+	var running time.Duration // from each Start to its Stop
 	for round := 1; round <= 3; round++ {
 		if round > 1 {
 			time.Sleep(stopped) // not a gap between polls: the worker was stopped
@@ -244,11 +245,13 @@ func TestStopRestartAndNoMbufLeak(t *testing.T) {
 		if err := set.Start(); err != nil {
 			t.Fatal(err)
 		}
+		began := time.Now()
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
 		}
 		waitPackets(t, p, uint64(round)*100000)
 		p.Stop()
+		running += time.Since(began)
 		if err := set.Stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -268,6 +271,10 @@ func TestStopRestartAndNoMbufLeak(t *testing.T) {
 	for _, s := range p.Stats() {
 		if s.MaxPollGap >= stopped {
 			t.Errorf("lcore %d: longest gap between polls %v: the %v it was stopped counted", s.Lcore, s.MaxPollGap, stopped)
+		}
+		// Busy cycles are of polls that carried packets: none while stopped.
+		if busy := time.Duration(float64(s.BusyCycles) / float64(dpdk.TSCHz()) * 1e9); busy > running {
+			t.Errorf("lcore %d: busy for %v, but it ran for %v", s.Lcore, busy, running)
 		}
 	}
 	p.Free()
