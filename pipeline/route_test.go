@@ -239,6 +239,14 @@ func TestUnroutedReasons(t *testing.T) {
 // checks each goes to the member that the group's hash of the flow, built
 // from the frame's spec rather than read from its bytes, picks.
 func TestECMPMemberOfEachFlow(t *testing.T) {
+	// IPv4 flows are hashed as their fields are read, unless the hash is
+	// symmetric: then from keys, as IPv6 flows always are.
+	for _, sym := range []bool{false, true} {
+		t.Run(map[bool]string{false: "asymmetric", true: "symmetric"}[sym], func(t *testing.T) { testECMPMemberOfEachFlow(t, sym) })
+	}
+}
+
+func testECMPMemberOfEachFlow(t *testing.T, sym bool) {
 	cfg, set := openPorts(t, "io", "net_ring%d", "net_ring%d")
 	var plane *routing.Plane
 	v4 := fib.New(fib.Config{FirstBits: 16, Groups: 16}, fib.V4)
@@ -253,7 +261,7 @@ func TestECMPMemberOfEachFlow(t *testing.T) {
 			rp = append(rp, r)
 		}
 		all := routing.SrcIP | routing.DstIP | routing.IPProto | routing.SrcPort | routing.DstPort | routing.FlowLabel | routing.DestQP
-		rt, err := routing.New(routing.Settings{Fields: all, Seed: 7, Buckets: 64}, rp, v4, v6, func(p *routing.Plane) { plane = p })
+		rt, err := routing.New(routing.Settings{Fields: all, Seed: 7, Buckets: 64, Symmetric: sym}, rp, v4, v6, func(p *routing.Plane) { plane = p })
 		if err != nil {
 			t.Fatal(err)
 		}

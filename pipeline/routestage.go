@@ -532,12 +532,67 @@ var pathDrop = [8]Reason{routing.PathNone: DropNoRoute, routing.PathForward: Dro
 	routing.PathGlean: DropNeighborUnresolved, 6: DropNoRoute, 7: DropNoRoute}
 
 // ecmpHashes hashes the flows of the packets js that the FIB's values nh
-// send to an ECMP group, in their order: every flow's fields first, then
-// the hash of all of them in one loop (Hasher.SumAll), not a call per
-// packet. A flow is its addresses, protocol, ports (not of an IPv4
-// fragment: only the first carries them), IPv6 flow label and, for
-// RoCEv2, the BTH destination QP.
+// send to an ECMP group, in their order. A flow is its addresses,
+// protocol, ports (not of an IPv4 fragment: only the first carries them),
+// IPv6 flow label and, for RoCEv2, the BTH destination QP. The fields are
+// read in the loop and not in a call (which would spill the loop's
+// values): one view of the IP header, the UDP header and the BTH up to
+// its destination QP, fixed offsets, one bounds check. One loop per
+// family.
 func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint32 {
+	if v4 {
+		return w.ecmpHashes4(b, js, nh)
+	}
+	return w.ecmpHashes6(b, js, nh)
+}
+
+// ecmpHashes4 is ecmpHashes of IPv4 packets: each flow hashed as its
+// fields are read (Hasher.SumV4, inlined), or, for a symmetric hash,
+// written as a key for SumAll.
+func (w *Worker) ecmpHashes4(b *burst, js []uint16, nh []uint32) []uint32 {
+	rs := w.rt
+	paths, h := rs.plane.Paths, &rs.plane.Hash
+	keys, sums, frames, l3s := rs.keys, rs.sums, b.frame, rs.l3
+	sym := h.Symmetric()
+	n := 0
+	for k, v := range nh[:len(js)] {
+		if int(v) >= len(paths) || paths[v].Kind != routing.PathECMP {
+			continue
+		}
+		j := int(js[k])
+		ip := frames[j][l3s[j]:]
+		if len(ip) < 36 {
+			ip = rs.padded(ip, true)
+		}
+		h4 := (*[36]byte)(ip) // IHL 5: the routed path takes no options
+		proto := h4[9]
+		var ports, qp uint32
+		if binary.BigEndian.Uint16(h4[6:])&0x3fff == 0 { // a fragment: only the first carries the ports
+			ports, qp = l4Fields(proto, (*[16]byte)(h4[20:]))
+		}
+		src, dst := binary.BigEndian.Uint32(h4[12:]), binary.BigEndian.Uint32(h4[16:])
+		if !sym {
+			sums[n] = h.SumV4(src, dst, uint64(proto)|uint64(ports>>16)<<8|uint64(ports&0xffff)<<24, qp)
+		} else {
+			// Field by field: a composite literal is built on the stack
+			// and copied in wide loads that wait for its narrow stores.
+			key := &keys[n]
+			key.S0, key.S1, key.D0, key.D1 = 0, uint64(src), 0, uint64(dst)
+			key.Proto, key.FlowLabel = uint32(proto), 0
+			key.SPort, key.DPort, key.QP = ports>>16, ports&0xffff, qp
+		}
+		n++
+	}
+	if sym {
+		h.SumAll(keys[:n], sums[:n])
+	}
+	return sums[:n]
+}
+
+// ecmpHashes6 is ecmpHashes of IPv6 packets: every flow's key first, then
+// the hash of all of them in one loop (Hasher.SumAll), not a call per
+// packet.
+func (w *Worker) ecmpHashes6(b *burst, js []uint16, nh []uint32) []uint32 {
 	rs := w.rt
 	paths := rs.plane.Paths
 	keys, frames, l3s := rs.keys, b.frame, rs.l3
@@ -547,52 +602,36 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 			continue
 		}
 		j := int(js[k])
-		f, l3, key := frames[j], int(l3s[j]), &keys[n]
+		ip := frames[j][l3s[j]:]
+		if len(ip) < 56 {
+			ip = rs.padded(ip, false)
+		}
+		h6 := (*[56]byte)(ip)
+		proto := h6[6]
+		ports, qp := l4Fields(proto, (*[16]byte)(h6[40:]))
+		key := &keys[n]
 		n++
-		// The fields are read here and not in a call (which would spill
-		// the loop's values): one view of the IP header, the UDP header and
-		// the BTH up to its destination QP, fixed offsets, one bounds
-		// check. The key is written field by field; a composite literal is
-		// built on the stack and copied in wide loads that wait for its
-		// narrow stores.
-		ip := f[l3:]
-		var proto uint8
-		var l4 *[16]byte
-		if v4 {
-			if len(ip) < 36 {
-				ip = rs.padded(ip, true)
-			}
-			h4 := (*[36]byte)(ip) // IHL 5: the routed path takes no options
-			proto, l4 = h4[9], (*[16]byte)(h4[20:])
-			key.S0, key.S1 = 0, uint64(binary.BigEndian.Uint32(h4[12:]))
-			key.D0, key.D1 = 0, uint64(binary.BigEndian.Uint32(h4[16:]))
-			key.Proto, key.FlowLabel = uint32(proto), 0
-			if binary.BigEndian.Uint16(h4[6:])&0x3fff != 0 { // a fragment: only the first carries the ports
-				key.SPort, key.DPort, key.QP = 0, 0, 0
-				continue
-			}
-		} else {
-			if len(ip) < 56 {
-				ip = rs.padded(ip, false)
-			}
-			h6 := (*[56]byte)(ip)
-			proto, l4 = h6[6], (*[16]byte)(h6[40:])
-			key.S0, key.S1 = binary.BigEndian.Uint64(h6[8:]), binary.BigEndian.Uint64(h6[16:])
-			key.D0, key.D1 = binary.BigEndian.Uint64(h6[24:]), binary.BigEndian.Uint64(h6[32:])
-			key.Proto, key.FlowLabel = uint32(proto), binary.BigEndian.Uint32(h6[0:])&0xfffff
-		}
-		var sp, dp, qp uint32
-		if proto == 17 || proto == 6 {
-			ports := binary.BigEndian.Uint32(l4[0:])
-			sp, dp = ports>>16, ports&0xffff
-			if proto == 17 && dp == 4791 { // RoCEv2: the BTH's destination QP
-				qp = binary.BigEndian.Uint32(l4[12:]) & 0xffffff
-			}
-		}
-		key.SPort, key.DPort, key.QP = sp, dp, qp
+		key.S0, key.S1 = binary.BigEndian.Uint64(h6[8:]), binary.BigEndian.Uint64(h6[16:])
+		key.D0, key.D1 = binary.BigEndian.Uint64(h6[24:]), binary.BigEndian.Uint64(h6[32:])
+		key.Proto, key.FlowLabel = uint32(proto), binary.BigEndian.Uint32(h6[0:])&0xfffff
+		key.SPort, key.DPort, key.QP = ports>>16, ports&0xffff, qp
 	}
 	rs.plane.Hash.SumAll(keys[:n], rs.sums[:n])
 	return rs.sums[:n]
+}
+
+// l4Fields reads the ports of a UDP or TCP header l4, as source<<16 |
+// destination (0 for another protocol), and the BTH destination QP of a
+// RoCEv2 packet (0 for any other).
+func l4Fields(proto uint8, l4 *[16]byte) (ports, qp uint32) {
+	if proto != 17 && proto != 6 {
+		return 0, 0
+	}
+	ports = binary.BigEndian.Uint32(l4[0:])
+	if proto == 17 && ports&0xffff == 4791 {
+		qp = binary.BigEndian.Uint32(l4[12:]) & 0xffffff
+	}
+	return ports, qp
 }
 
 // padded is ip, the IP header and what follows of a frame shorter than

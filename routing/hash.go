@@ -117,6 +117,20 @@ func finish(x uint64) uint32 {
 	return uint32(x >> 32)
 }
 
+// SumV4 is Sum of an IPv4 flow from its fields, for a hasher that is
+// not Symmetric: addresses src and dst, l4 the protocol, source and
+// destination ports packed as proto | sport<<8 | dport<<24, and qp the
+// BTH destination QP (0 where the packet has none). Small enough to be
+// inlined into the data path's loop, which then neither stores a
+// FlowKey nor loads it back.
+func (h *Hasher) SumV4(src, dst uint32, l4 uint64, qp uint32) uint32 {
+	return finish(h.seed ^ bits.RotateLeft64(uint64(src)&h.src, 11) ^ bits.RotateLeft64(uint64(dst)&h.dst, 43) ^
+		l4&h.word ^ bits.RotateLeft64(uint64(qp)&h.qp, 31))
+}
+
+// Symmetric reports whether the hash is the same both ways of a flow.
+func (h *Hasher) Symmetric() bool { return h.sym }
+
 // SumAll is Sum of each key into out, for the data path's burst: one
 // loop with the hasher's masks in registers, and no call per packet
 // (Sum is too large for the compiler to inline). Without symmetry the

@@ -106,6 +106,24 @@ func TestSumAll(t *testing.T) {
 	}
 }
 
+// TestSumV4 checks the IPv4 form, from the fields, against Sum of the
+// same flow's key over random field sets and seeds.
+func TestSumV4(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for range 20000 {
+		h := NewHasher(Field(rng.IntN(1<<len(FieldNames))), rng.Uint32(), false)
+		src, dst, proto := rng.Uint32(), rng.Uint32(), uint8(rng.Uint32())
+		sp, dp, qp := rng.Uint32()&0xffff, rng.Uint32()&0xffff, rng.Uint32()&0xffffff
+		k := FlowKey{S1: uint64(src), D1: uint64(dst), Proto: uint32(proto), SPort: sp, DPort: dp, QP: qp}
+		if got, want := h.SumV4(src, dst, uint64(proto)|uint64(sp)<<8|uint64(dp)<<24, qp), h.Sum(&k); got != want {
+			t.Fatalf("%+v: SumV4 %#x, Sum %#x", k, got, want)
+		}
+	}
+	if sym, not := NewHasher(SrcIP, 1, true), NewHasher(SrcIP, 1, false); !sym.Symmetric() || not.Symmetric() {
+		t.Error("Symmetric does not say what NewHasher was given")
+	}
+}
+
 func testRouter(t *testing.T) (*Router, *[]*Plane) {
 	t.Helper()
 	var planes []*Plane
