@@ -534,90 +534,68 @@ var pathDrop = [8]Reason{routing.PathNone: DropNoRoute, routing.PathForward: Dro
 // ecmpHashes hashes the flows of the packets js that the FIB's values nh
 // send to an ECMP group, in their order. A flow is its addresses,
 // protocol, ports (not of an IPv4 fragment: only the first carries them),
-// IPv6 flow label and, for RoCEv2, the BTH destination QP. The fields are
-// read in the loop and not in a call (which would spill the loop's
-// values): one view of the IP header, the UDP header and the BTH up to
-// its destination QP, fixed offsets, one bounds check. One loop per
-// family.
+// IPv6 flow label and, for RoCEv2, the BTH destination QP. An IPv4 flow
+// is hashed as its fields are read (Hasher.SumV4, inlined), unless the
+// hash is symmetric; the others are written as keys and hashed in one
+// loop (Hasher.SumAll), not a call per packet.
 func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint32 {
-	if v4 {
-		return w.ecmpHashes4(b, js, nh)
-	}
-	return w.ecmpHashes6(b, js, nh)
-}
-
-// ecmpHashes4 is ecmpHashes of IPv4 packets: each flow hashed as its
-// fields are read (Hasher.SumV4, inlined), or, for a symmetric hash,
-// written as a key for SumAll.
-func (w *Worker) ecmpHashes4(b *burst, js []uint16, nh []uint32) []uint32 {
 	rs := w.rt
 	paths, h := rs.plane.Paths, &rs.plane.Hash
 	keys, sums, frames, l3s := rs.keys, rs.sums, b.frame, rs.l3
-	sym := h.Symmetric()
+	direct := v4 && !h.Symmetric()
 	n := 0
 	for k, v := range nh[:len(js)] {
 		if int(v) >= len(paths) || paths[v].Kind != routing.PathECMP {
 			continue
 		}
 		j := int(js[k])
-		ip := frames[j][l3s[j]:]
-		if len(ip) < 36 {
-			ip = rs.padded(ip, true)
-		}
-		h4 := (*[36]byte)(ip) // IHL 5: the routed path takes no options
-		proto := h4[9]
-		var ports, qp uint32
-		if binary.BigEndian.Uint16(h4[6:])&0x3fff == 0 { // a fragment: only the first carries the ports
-			ports, qp = l4Fields(proto, (*[16]byte)(h4[20:]))
-		}
-		src, dst := binary.BigEndian.Uint32(h4[12:]), binary.BigEndian.Uint32(h4[16:])
-		if !sym {
-			sums[n] = h.SumV4(src, dst, uint64(proto)|uint64(ports>>16)<<8|uint64(ports&0xffff)<<24, qp)
-		} else {
-			// Field by field: a composite literal is built on the stack
-			// and copied in wide loads that wait for its narrow stores.
+		f, l3 := frames[j], int(l3s[j])
+		// The fields are read here and not in a call (which would spill
+		// the loop's values): one view of the IP header, the UDP header and
+		// the BTH up to its destination QP, fixed offsets, one bounds
+		// check. A key is written field by field; a composite literal is
+		// built on the stack and copied in wide loads that wait for its
+		// narrow stores.
+		ip := f[l3:]
+		if v4 {
+			if len(ip) < 36 {
+				ip = rs.padded(ip, true)
+			}
+			h4 := (*[36]byte)(ip) // IHL 5: the routed path takes no options
+			proto := h4[9]
+			var ports, qp uint32
+			if binary.BigEndian.Uint16(h4[6:])&0x3fff == 0 { // a fragment: only the first carries the ports
+				ports, qp = l4Fields(proto, (*[16]byte)(h4[20:]))
+			}
+			src, dst := binary.BigEndian.Uint32(h4[12:]), binary.BigEndian.Uint32(h4[16:])
+			if direct {
+				sums[n] = h.SumV4(src, dst, uint64(proto)|uint64(ports>>16)<<8|uint64(ports&0xffff)<<24, qp)
+				n++
+				continue
+			}
 			key := &keys[n]
 			key.S0, key.S1, key.D0, key.D1 = 0, uint64(src), 0, uint64(dst)
 			key.Proto, key.FlowLabel = uint32(proto), 0
 			key.SPort, key.DPort, key.QP = ports>>16, ports&0xffff, qp
+		} else {
+			if len(ip) < 56 {
+				ip = rs.padded(ip, false)
+			}
+			h6 := (*[56]byte)(ip)
+			proto := h6[6]
+			ports, qp := l4Fields(proto, (*[16]byte)(h6[40:]))
+			key := &keys[n]
+			key.S0, key.S1 = binary.BigEndian.Uint64(h6[8:]), binary.BigEndian.Uint64(h6[16:])
+			key.D0, key.D1 = binary.BigEndian.Uint64(h6[24:]), binary.BigEndian.Uint64(h6[32:])
+			key.Proto, key.FlowLabel = uint32(proto), binary.BigEndian.Uint32(h6[0:])&0xfffff
+			key.SPort, key.DPort, key.QP = ports>>16, ports&0xffff, qp
 		}
 		n++
 	}
-	if sym {
+	if !direct {
 		h.SumAll(keys[:n], sums[:n])
 	}
 	return sums[:n]
-}
-
-// ecmpHashes6 is ecmpHashes of IPv6 packets: every flow's key first, then
-// the hash of all of them in one loop (Hasher.SumAll), not a call per
-// packet.
-func (w *Worker) ecmpHashes6(b *burst, js []uint16, nh []uint32) []uint32 {
-	rs := w.rt
-	paths := rs.plane.Paths
-	keys, frames, l3s := rs.keys, b.frame, rs.l3
-	n := 0
-	for k, v := range nh[:len(js)] {
-		if int(v) >= len(paths) || paths[v].Kind != routing.PathECMP {
-			continue
-		}
-		j := int(js[k])
-		ip := frames[j][l3s[j]:]
-		if len(ip) < 56 {
-			ip = rs.padded(ip, false)
-		}
-		h6 := (*[56]byte)(ip)
-		proto := h6[6]
-		ports, qp := l4Fields(proto, (*[16]byte)(h6[40:]))
-		key := &keys[n]
-		n++
-		key.S0, key.S1 = binary.BigEndian.Uint64(h6[8:]), binary.BigEndian.Uint64(h6[16:])
-		key.D0, key.D1 = binary.BigEndian.Uint64(h6[24:]), binary.BigEndian.Uint64(h6[32:])
-		key.Proto, key.FlowLabel = uint32(proto), binary.BigEndian.Uint32(h6[0:])&0xfffff
-		key.SPort, key.DPort, key.QP = ports>>16, ports&0xffff, qp
-	}
-	rs.plane.Hash.SumAll(keys[:n], rs.sums[:n])
-	return rs.sums[:n]
 }
 
 // l4Fields reads the ports of a UDP or TCP header l4, as source<<16 |
