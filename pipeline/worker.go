@@ -117,8 +117,8 @@ func (w *Worker) Poll() int {
 	total := w.step.Run()
 
 	tsc := w.step.TSC()
-	if tsc-w.lastTSC > w.gapWatch {
-		w.pollGap(tsc - w.lastTSC)
+	if gap := tsc - w.lastTSC; gap > w.gapWatch {
+		w.pollGap(gap)
 	}
 	if w.lastBusy {
 		w.c.busyCycles += tsc - w.lastTSC

@@ -37,9 +37,8 @@ type pacer struct {
 	mu     sync.Mutex
 	on     bool
 	floor  uint64
-	gogc   int   // the percentage the limit follows, from GOGC
-	prevGC int   // what to restore
-	prevML int64 // what to restore
+	gogc   int   // the percentage the limit follows, from GOGC; Undo restores it
+	prevML int64 // the memory limit Undo restores
 	gen    int   // Set's call; a finalizer of an older one stops
 	limit  int64 // the limit set last
 	moves  int   // how many times the limit was set after a collection
@@ -68,7 +67,7 @@ func Set(floor uint64) bool {
 		debug.SetGCPercent(gogc)
 		return false
 	}
-	p.on, p.floor, p.gogc, p.prevGC = true, floor, gogc, gogc
+	p.on, p.floor, p.gogc = true, floor, gogc
 	p.prevML = debug.SetMemoryLimit(-1)
 	p.gen++
 	p.sample = []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"},
@@ -90,7 +89,7 @@ func Undo() {
 	p.on = false
 	p.gen++
 	debug.SetMemoryLimit(p.prevML)
-	debug.SetGCPercent(p.prevGC)
+	debug.SetGCPercent(p.gogc)
 }
 
 // Limit is the memory limit the floor set last (0: none set) and how
