@@ -557,6 +557,27 @@ def cmd_table(results, rows, tsc_hz):
         print("  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
     for n in notes:
         print("note:", n)
+    drift = peer_drift(res)
+    if drift:
+        print("peers' rates across rounds (the host's drift: their code does not change): the fastest "
+              "round up to %.0f%% above the slowest (%s %s), the median %.0f%% over %d peer runs" % drift)
+
+
+def peer_drift(res):
+    """How far apart the rounds of each peer run (testpmd, l3fwd: any key
+    not roce-fwd's) are: the widest spread, fastest over slowest round, as
+    a percentage with its group and key, and the median spread and the
+    number of peer runs. None without a peer run in two rounds."""
+    spreads = []
+    for (g, k), runs in res.items():
+        rates = [x[0] for x in runs.values() if x[0] > 0]
+        if not k.startswith("rf") and len(rates) >= 2:
+            spreads.append((max(rates) / min(rates) - 1, g, k))
+    if not spreads:
+        return None
+    spreads.sort()
+    worst = spreads[-1]
+    return (100 * worst[0], worst[1], worst[2], 100 * statistics.median(x[0] for x in spreads), len(spreads))
 
 
 def main(argv):
