@@ -569,7 +569,7 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 			}
 			src, dst := binary.BigEndian.Uint32(h4[12:]), binary.BigEndian.Uint32(h4[16:])
 			if direct {
-				sums[n] = h.SumV4(src, dst, uint64(proto)|uint64(ports>>16)<<8|uint64(ports&0xffff)<<24, qp)
+				sums[n] = h.SumV4(src, dst, routing.L4Word(proto, ports), qp)
 				n++
 				continue
 			}

@@ -119,8 +119,8 @@ func finish(x uint64) uint32 {
 
 // SumV4 is Sum of an IPv4 flow from its fields, for a hasher that is
 // not Symmetric: addresses src and dst, l4 the protocol, source and
-// destination ports packed as proto | sport<<8 | dport<<24, and qp the
-// BTH destination QP (0 where the packet has none). Small enough to be
+// destination ports packed by L4Word, and qp the BTH destination QP (0
+// where the packet has none). Small enough to be
 // inlined into the data path's loop, which then neither stores a
 // FlowKey nor loads it back. The formula is Sum's written out, as in
 // SumAll: through one shared helper, whose arguments are all computed
@@ -129,6 +129,15 @@ func finish(x uint64) uint32 {
 func (h *Hasher) SumV4(src, dst uint32, l4 uint64, qp uint32) uint32 {
 	return finish(h.seed ^ bits.RotateLeft64(uint64(src)&h.src, 11) ^ bits.RotateLeft64(uint64(dst)&h.dst, 43) ^
 		l4&h.word ^ bits.RotateLeft64(uint64(qp)&h.qp, 31))
+}
+
+// L4Word packs an IP protocol and the ports of its UDP/TCP header, as the
+// header carries them (source<<16 | destination; 0 without them), into
+// the word SumV4 takes: proto | sport<<8 | dport<<24, the layout of
+// Hasher.word. (A parameter of SumV4's own would put it over the
+// inlining budget.)
+func L4Word(proto uint8, ports uint32) uint64 {
+	return uint64(proto) | uint64(ports>>16)<<8 | uint64(ports&0xffff)<<24
 }
 
 // Symmetric reports whether the hash is the same both ways of a flow.

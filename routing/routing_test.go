@@ -115,7 +115,7 @@ func TestSumV4(t *testing.T) {
 		src, dst, proto := rng.Uint32(), rng.Uint32(), uint8(rng.Uint32())
 		sp, dp, qp := rng.Uint32()&0xffff, rng.Uint32()&0xffff, rng.Uint32()&0xffffff
 		k := FlowKey{S1: uint64(src), D1: uint64(dst), Proto: uint32(proto), SPort: sp, DPort: dp, QP: qp}
-		if got, want := h.SumV4(src, dst, uint64(proto)|uint64(sp)<<8|uint64(dp)<<24, qp), h.Sum(&k); got != want {
+		if got, want := h.SumV4(src, dst, L4Word(proto, sp<<16|dp), qp), h.Sum(&k); got != want {
 			t.Fatalf("%+v: SumV4 %#x, Sum %#x", k, got, want)
 		}
 	}
