@@ -144,7 +144,9 @@ func (w *Worker) qpPass(b *burst) {
 	qp.Find(batch, w.now)
 	for k := range batch.Len() {
 		j := batch.Pkt(k)
-		b.qslot[j] = qp.Update(batch, k, &b.res[j], int(b.size[j]), w.now)
+		slot := qp.Settle(batch, k, w.now)
+		b.qslot[j] = slot
+		qp.CountStaged(slot, &b.res[j], int(b.size[j]))
 	}
 }
 

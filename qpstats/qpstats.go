@@ -759,8 +759,21 @@ func (bk *bucket) free() int {
 }
 
 // Update counts the k-th staged packet, classified as r and frameLen
-// bytes long, into its slot, and returns the slot.
+// bytes long, into its slot, and returns the slot: Settle, then
+// CountStaged.
 func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64) int32 {
+	i := t.Settle(b, k, now)
+	t.CountStaged(i, r, frameLen)
+	return i
+}
+
+// Settle makes sure the k-th staged packet's slot, as Find chose it, holds
+// the packet's flow (filling in a slot Find claimed, resolving a
+// signature shared with another flow), remembers the flow in the memo and
+// returns the slot, for CountStaged. (Two calls, not one: the data path
+// makes each itself, so that profile-guided inlining puts both into its
+// loop; a call inside an inlined call is judged by the ordinary budget.)
+func (t *Table) Settle(b *Batch, k int, now int64) int32 {
 	it := &b.items[k]
 	i := it.slot
 	switch {
@@ -776,8 +789,9 @@ func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64)
 	}
 	x := memoIndex(it.key, it.qp)
 	t.memo[x] = uint64(it.qp)<<32 | uint64(i+1)
-	t.setLast(i)
-	t.countStaged(i, r, frameLen)
+	if k == b.n-1 { // the flow found last is the batch's last
+		t.setLast(i)
+	}
 	return int32(i)
 }
 
@@ -788,7 +802,7 @@ func (t *Table) Update(b *Batch, k int, r *roce.Result, frameLen int, now int64)
 // carry, a CE mark). The PSN state branches on the class and on where the
 // PSN falls: the memo's flows are the few busy ones, whose packets follow
 // each other closely. A state computed from the one before (a select, as
-// countStaged does) chains each packet of such a flow to the one before
+// CountStaged does) chains each packet of such a flow to the one before
 // it through memory, a store-to-load round trip and a dozen operations,
 // and a burst of a few busy QPs runs at the speed of that chain; after a
 // predicted branch the new state does not wait for the old.
@@ -823,13 +837,14 @@ func (t *Table) Count(slot int32, r *roce.Result, frameLen int) {
 	s.psn = (r.PSN+1)&psnMask | psnKnown | pc&psnAfterRead
 }
 
-// countStaged is Count for a packet Update found the slot of: the same
+// CountStaged is Count for a packet Settle found the slot of: the same
 // counts, the PSN state updated without a branch. Staged packets are of
 // many flows, each with a packet or two in a burst, in a mix of opcode
 // classes in no order a branch predictor learns: there a select forms no
 // chain, and a branch on the class would mispredict (daemon, 8192 QPs:
 // 0.91 of the rate with Count's branches).
-func (t *Table) countStaged(i uint32, r *roce.Result, frameLen int) {
+func (t *Table) CountStaged(slot int32, r *roce.Result, frameLen int) {
+	i := uint32(slot)
 	s := &t.slots[i]
 	pc := t.countSize(s, i, r, frameLen)
 	t.countNAK(i, r)
@@ -892,7 +907,7 @@ func (t *Table) countNAK(i uint32, r *roce.Result) {
 
 // classPSN says, per opcode class, whether its packets carry a PSN to
 // track (psnTracked) and whether they are READ requests (psnAfterRead,
-// the bit the state keeps). The rules Count and countStaged both keep:
+// the bit the state keeps). The rules Count and CountStaged both keep:
 // ACKs are cumulative and CNPs carry no PSN, so their class does not
 // track it and the state stays as it is. For the others, the first PSN,
 // the next in order, and after a READ any PSN ahead all move the

@@ -809,7 +809,7 @@ func TestTableStatsAdd(t *testing.T) {
 	}
 }
 
-// Count (the memo's flows, branching) and countStaged (the staged ones,
+// Count (the memo's flows, branching) and CountStaged (the staged ones,
 // selecting) leave a slot, its cold part and the table's PSN events
 // alike, from any PSN state, for any class and any PSN: in order, ahead
 // (a gap, or after a READ), behind, the first of a flow.
@@ -844,9 +844,9 @@ func TestCountPathsAgree(t *testing.T) {
 		}
 		b.slots[i].ooo = a.slots[i].ooo
 		a.Count(int32(i), &r, 100)
-		b.countStaged(i, &r, 100)
+		b.CountStaged(int32(i), &r, 100)
 		if a.slots[i] != b.slots[i] || a.cold[i] != b.cold[i] || a.psn != b.psn {
-			t.Fatalf("state %#x, %+v: Count left %+v %+v %+v, countStaged %+v %+v %+v",
+			t.Fatalf("state %#x, %+v: Count left %+v %+v %+v, CountStaged %+v %+v %+v",
 				st, r, a.slots[i], a.cold[i], a.psn, b.slots[i], b.cold[i], b.psn)
 		}
 	}
