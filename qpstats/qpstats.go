@@ -19,7 +19,8 @@
 // Find, Update) so that the cache misses of a whole burst overlap: Add
 // hashes every packet's key, Find prefetches the keys' buckets and then
 // picks each packet's slot from its bucket alone and prefetches the slots,
-// Update counts each packet into its slot. A bucket is one cache line of
+// Update (Settle, then CountStaged, which the data path calls itself)
+// counts each packet into its slot. A bucket is one cache line of
 // eight signatures and coarse last-seen times, so a lookup, an insertion
 // and the choice of a victim read one line, never the slots themselves.
 // What packets update sits in one cache line, the slot; what only NAKs,
@@ -276,7 +277,7 @@ var (
 )
 
 // Table is one worker's QP table. Only its worker calls Begin, Hit,
-// Count, Add, Find, Update and Observe.
+// Count, Add, Find, Update, Settle, CountStaged and Observe.
 type Table struct {
 	buckets []bucket
 	slots   []slot
