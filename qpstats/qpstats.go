@@ -575,26 +575,26 @@ func (t *Table) Add(b *Batch, j int, k Addrs, r *roce.Result) {
 	it := &b.items[b.n]
 	it.key, it.pkt = k, uint32(j)
 	it.qp, it.ce = r.DestQP, r.ECN == 3
+	bkt, alt, sig := hash(k, it.qp)
+	bkt, alt = bkt&t.bmask, alt&t.bmask
+	it.bkt, it.alt, it.sig = bkt, alt, sig
 	// RDMA sends runs of packets of one QP (a message of many MTUs): a
-	// packet of the previous packet's flow shares its lookup, without
-	// hashing or a bucket of its own.
+	// packet of the previous packet's flow shares its lookup, without a
+	// bucket of its own. The signatures are compared first, the keys only
+	// when they match: among many flows, rarely.
+	it.again = false
 	if b.n > 0 {
-		p := &b.items[b.n-1]
-		if it.again = sameFlow(p.key, it.key, p.qp, it.qp); it.again {
-			it.bkt, it.alt, it.sig = p.bkt, p.alt, p.sig // p not yet found: bkt is its first bucket
+		if p := &b.items[b.n-1]; p.sig == sig && sameFlow(p.key, k, p.qp, it.qp) {
+			it.again = true
 			b.n++
 			return
 		}
-	} else {
-		it.again = false
 	}
-	bkt, alt, sig := hash(it.key, it.qp)
-	it.bkt, it.alt, it.sig = bkt&t.bmask, alt&t.bmask, sig
 	b.n++
-	b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[it.bkt]))
+	b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[bkt]))
 	b.nb++
 	if t.crowded {
-		b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[it.alt]))
+		b.buckets[b.nb] = uintptr(unsafe.Pointer(&t.buckets[alt]))
 		b.nb++
 	}
 }
