@@ -100,8 +100,7 @@ func (w *Worker) classifyPass(b *burst) {
 		n := m.PktLen()
 		frames[j], sizes[j] = frame, uint32(n)
 		r := &res[j]
-		roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r)
-		if r.RoCE && r.Err == roce.ReasonNone {
+		if roce.Classify(frame, &rs.tcmap, rs.verifyICRC, r) {
 			if qp == nil {
 				st.AddRoCE(r, n)
 				continue

@@ -189,17 +189,18 @@ const fastLen = EthernetHeaderLen + IPv4MinHeaderLen + UDPHeaderLen + BTHLen
 // BTH and extension headers) into out, assigns a traffic class under m
 // (nil means DefaultTCMap) and, if verifyICRC, checks the ICRC. It never
 // allocates and never panics; problems land in out.Err. Frames longer than
-// 65535 bytes are looked at up to that length.
+// 65535 bytes are looked at up to that length. It reports whether the
+// frame is well-formed RoCEv2 (out.RoCE, no out.Err): the data path's first
+// question, answered without reading out back.
 //
 // The common frame, a well-formed untagged IPv4 RoCEv2 packet without
 // options or fragmentation, takes a fast path. Any other frame goes to
 // classifyGeneral, which would give the same result for the frames the
 // fast path takes (TestFastPathAgrees).
-func Classify(frame []byte, m *TCMap, verifyICRC bool, out *Result) {
+func Classify(frame []byte, m *TCMap, verifyICRC bool, out *Result) (ok bool) {
 	n := len(frame)
 	if n < fastLen || n > 0xffff {
-		classifyGeneral(frame, m, verifyICRC, out)
-		return
+		return classifyGeneral(frame, m, verifyICRC, out)
 	}
 	h := frame[:fastLen]
 	const (
@@ -214,14 +215,12 @@ func Classify(frame []byte, m *TCMap, verifyICRC bool, out *Result) {
 		h[l3+IPv4ProtoOffset] != ProtoUDP ||
 		binary.LittleEndian.Uint16(h[l3+IPv4FragOffset:])&bswap16(ipv4FragMask) != 0 ||
 		binary.LittleEndian.Uint16(h[l4+UDPDstPortOffset:]) != bswap16(RoCEv2Port) {
-		classifyGeneral(frame, m, verifyICRC, out)
-		return
+		return classifyGeneral(frame, m, verifyICRC, out)
 	}
 	tl := int(binary.BigEndian.Uint16(h[l3+IPv4TotalLenOffset:]))
 	ulen := int(binary.BigEndian.Uint16(h[l4+UDPLengthOffset:]))
 	if l3+tl > n || l4+ulen > l3+tl {
-		classifyGeneral(frame, m, verifyICRC, out)
-		return
+		return classifyGeneral(frame, m, verifyICRC, out)
 	}
 	// Fields are stored as soon as they are known, which keeps few values
 	// live (measured: fewer spills). A check failing after that is
@@ -238,8 +237,7 @@ func Classify(frame []byte, m *TCMap, verifyICRC bool, out *Result) {
 	// rest >= pad also rejects a UDP length below 8+12+4 (and with it a
 	// total length below fastLen-l3) and reserved opcodes (reservedExtLen).
 	if b1&bthTVerMask != 0 || rest < pad || rest&3 != 0 {
-		classifyGeneral(frame, m, verifyICRC, out)
-		return
+		return classifyGeneral(frame, m, verifyICRC, out)
 	}
 	row := &opRows[op]
 	out.PayloadOff, out.Opcode, out.Transport, out.CNP, out.HasAETH, out.IPVersion, out.Tags =
@@ -273,7 +271,9 @@ func Classify(frame []byte, m *TCMap, verifyICRC bool, out *Result) {
 	out.L4Proto, out.RoCE = ProtoUDP, true
 	if verifyICRC {
 		verifyFast(frame, out)
+		return out.Err == ReasonNone
 	}
+	return true
 }
 
 // verifyFast checks the ICRC of a frame Classify's fast path took. A
@@ -292,7 +292,7 @@ func verifyFast(frame []byte, r *Result) {
 func bswap16(v uint16) uint16 { return v<<8 | v>>8 }
 
 // classifyGeneral is Classify for any frame.
-func classifyGeneral(frame []byte, m *TCMap, verify bool, out *Result) {
+func classifyGeneral(frame []byte, m *TCMap, verify bool, out *Result) bool {
 	*out = Result{}
 	if len(frame) > 0xffff {
 		frame = frame[:0xffff]
@@ -302,6 +302,7 @@ func classifyGeneral(frame []byte, m *TCMap, verify bool, out *Result) {
 		m = &defaultTCMap
 	}
 	out.TC = m.TC(out)
+	return out.RoCE && out.Err == ReasonNone
 }
 
 func classify(f []byte, verify bool, r *Result) {

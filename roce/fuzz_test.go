@@ -96,8 +96,12 @@ func FuzzClassify(f *testing.F) {
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		checkAgree(t, frame)
 		var r, r2 roce.Result
-		roce.Classify(frame, &m, true, &r)
-		roce.Classify(frame, &m, false, &r2)
+		ok := roce.Classify(frame, &m, true, &r)
+		ok2 := roce.Classify(frame, &m, false, &r2)
+		// What Classify reports is what its result says, on either path.
+		if ok != (r.RoCE && r.Err == roce.ReasonNone) || ok2 != (r2.RoCE && r2.Err == roce.ReasonNone) {
+			t.Fatalf("Classify reported %v (verifying) and %v (not) for %+v and %+v", ok, ok2, r, r2)
+		}
 		n := len(frame)
 		if int(r.L3) > n || int(r.L4) > n || int(r.BTH) > n || int(r.ICRCOff) > n {
 			t.Fatalf("offset past frame: %+v", r)
