@@ -434,6 +434,50 @@ func TestSignatureCollision(t *testing.T) {
 	}
 }
 
+// A packet shares the lookup of the packet before it only if their keys
+// are the same, not just their signatures: two flows of one address pair
+// whose QPs hash to the same signature, staged one after the other, get a
+// slot each.
+func TestRunNeedsTheSameKey(t *testing.T) {
+	const src, dst = "10.0.0.1", "10.0.0.2"
+	probe, pr := frame(t, pkt{src: src, dst: dst, qp: 1, op: sendOnly})
+	k := v4Words(probe, int(pr.L3)) // the addresses as the table keys them
+	var qx, qy uint32
+	seen := map[uint32]uint32{}
+	for qp := uint32(1); qp < 1<<24 && qy == 0; qp++ {
+		_, _, sig := hash(k, qp)
+		if q, ok := seen[sig]; ok {
+			qx, qy = q, qp
+		}
+		seen[sig] = qp
+	}
+	if qy == 0 {
+		t.Fatal("no two QPs with the same signature")
+	}
+	tab := New(64, 0)
+	fx, rx := frame(t, pkt{src: src, dst: dst, qp: qx, op: sendOnly, psn: 1})
+	fy, ry := frame(t, pkt{src: src, dst: dst, qp: qy, op: sendOnly, psn: 9})
+	b := NewBatch(2)
+	tab.Begin(b, 1)
+	stage(tab, b, 0, fx, &rx)
+	stage(tab, b, 1, fy, &ry)
+	if b.items[0].sig != b.items[1].sig || b.items[1].again {
+		t.Fatalf("signatures %#x and %#x, the second packet staged as a run of the first: %v", b.items[0].sig, b.items[1].sig, b.items[1].again)
+	}
+	tab.Find(b, 1)
+	tab.Update(b, 0, &rx, len(fx), 1)
+	tab.Update(b, 1, &ry, len(fy), 1)
+	entries, st := tab.CopyTo(nil)
+	if len(entries) != 2 || st.Used != 2 {
+		t.Fatalf("%d entries, stats %+v", len(entries), st)
+	}
+	for _, e := range entries {
+		if e.Packets() != 1 || e.ExpectedPSN != map[uint32]uint32{qx: 2, qy: 10}[e.QP] {
+			t.Errorf("QP %#x: %d packets, expected PSN %d", e.QP, e.Packets(), e.ExpectedPSN)
+		}
+	}
+}
+
 func TestTopAndMerge(t *testing.T) {
 	t1, t2 := New(16, 0), New(16, 0)
 	observe(t, t1, 1, pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: 1, op: sendOnly, psn: 1})
