@@ -408,6 +408,20 @@ func runBurst(t *testing.T, tab *Table, now int64, ps ...pkt) (staged []bool) {
 	return staged
 }
 
+// countTwo finds and counts the two packets staged in b, x and y, at now,
+// and returns the table's flows, which must be two.
+func countTwo(t *testing.T, tab *Table, b *Batch, now int64, fx, fy []byte, rx, ry *roce.Result) []Entry {
+	t.Helper()
+	tab.Find(b, now)
+	tab.Update(b, 0, rx, len(fx), now)
+	tab.Update(b, 1, ry, len(fy), now)
+	entries, st := tab.CopyTo(nil)
+	if len(entries) != 2 || st.Used != 2 {
+		t.Fatalf("%d entries, stats %+v", len(entries), st)
+	}
+	return entries
+}
+
 // Two keys with the same bucket and signature are told apart by the key
 // itself: each gets its own slot and counts.
 func TestSignatureCollision(t *testing.T) {
@@ -420,14 +434,7 @@ func TestSignatureCollision(t *testing.T) {
 	stage(tab, b, 0, fx, &rx)
 	stage(tab, b, 1, fy, &ry)
 	b.items[1].bkt, b.items[1].sig = b.items[0].bkt, b.items[0].sig // force the collision
-	tab.Find(b, 2)
-	tab.Update(b, 0, &rx, len(fx), 2)
-	tab.Update(b, 1, &ry, len(fy), 2)
-	entries, st := tab.CopyTo(nil)
-	if len(entries) != 2 || st.Used != 2 {
-		t.Fatalf("%d entries, stats %+v", len(entries), st)
-	}
-	for _, e := range entries {
+	for _, e := range countTwo(t, tab, b, 2, fx, fy, &rx, &ry) {
 		if want := uint64(3 - e.QP); e.Packets() != want { // QP 1 twice, QP 2 once
 			t.Errorf("QP %d: %d packets, want %d", e.QP, e.Packets(), want)
 		}
@@ -464,14 +471,7 @@ func TestRunNeedsTheSameKey(t *testing.T) {
 	if b.items[0].sig != b.items[1].sig || b.items[1].again {
 		t.Fatalf("signatures %#x and %#x, the second packet staged as a run of the first: %v", b.items[0].sig, b.items[1].sig, b.items[1].again)
 	}
-	tab.Find(b, 1)
-	tab.Update(b, 0, &rx, len(fx), 1)
-	tab.Update(b, 1, &ry, len(fy), 1)
-	entries, st := tab.CopyTo(nil)
-	if len(entries) != 2 || st.Used != 2 {
-		t.Fatalf("%d entries, stats %+v", len(entries), st)
-	}
-	for _, e := range entries {
+	for _, e := range countTwo(t, tab, b, 1, fx, fy, &rx, &ry) {
 		if e.Packets() != 1 || e.ExpectedPSN != map[uint32]uint32{qx: 2, qy: 10}[e.QP] {
 			t.Errorf("QP %#x: %d packets, expected PSN %d", e.QP, e.Packets(), e.ExpectedPSN)
 		}
