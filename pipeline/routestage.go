@@ -71,7 +71,10 @@ type routeStage struct {
 	// egressTx is the tx index every resolved packet of the burst goes
 	// to, egressNone before the first, egressMixed once they differ.
 	egressTx int
-	class    [NumRouteClasses]uint64
+	// tagged: some packet of the burst has its IP header past offset 14
+	// (VLAN tags), so rs.l3 must be read for each.
+	tagged bool
+	class  [NumRouteClasses]uint64
 	// per burst: the packets looked up, by family
 	l3      []uint16 // per packet: IP header offset
 	adjOf   []int32  // per looked-up packet: its adjacency, -1: none
@@ -251,7 +254,7 @@ const (
 // and rewrite, then the egress stages per tx port.
 func (w *Worker) routePass(b *burst) {
 	rs := w.rt
-	rs.egressTx = egressNone
+	rs.egressTx, rs.tagged = egressNone, false
 	// 1. Check each IP header and collect the destinations. The common
 	// frames (untagged IPv4 without options or fragmentation, untagged
 	// IPv6) are checked inline; the rest take routeParse. The burst's
@@ -330,6 +333,7 @@ func (w *Worker) routeParse(b *burst, j int, f []byte) int {
 		et, l3 = binary.BigEndian.Uint16(f[l3+2:]), l3+4
 	}
 	rs.l3[j] = uint16(l3)
+	rs.tagged = rs.tagged || l3 != 14
 	switch et {
 	case etherIPv4:
 		if r := checkIPv4(f, l3, b.pkts[j].IPv4HeaderVerified()); r != reasonNone {
@@ -470,9 +474,41 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 	rs.class[RoutedForward] += single
 	rs.class[RoutedECMP] += ecmp
 
-	out, frames, sizes, l3s, egress := rs.out, b.frame, b.size, rs.l3, rs.egress
+	out, frames, sizes := rs.out, b.frame, b.size
 	all := rs.egressTx
-	for k, a := range adjOf {
+	k := 0
+	if !rs.tagged && all != egressMixed {
+		// The common burst: untagged frames to one port. Its packets need
+		// no egress entry (the burst goes out whole) and their IP headers
+		// are at 14, so the loop keeps its few values in registers. It
+		// stops at the first packet that is not so.
+		for ; k < len(adjOf); k++ {
+			a := adjOf[k]
+			if a < 0 {
+				continue
+			}
+			o := &out[a]
+			if tx := int(o.tx); tx != all {
+				if tx < 0 || all != egressNone {
+					break
+				}
+				all = tx
+			}
+			j := int(js[k])
+			f := frames[j]
+			*(*[12]byte)(f) = o.hdr
+			if v4 {
+				hopIPv4((*[12]byte)(f[14:]))
+			} else {
+				f[14+7]--
+			}
+			o.packets[k%adjLanes]++
+			o.bytes[k%adjLanes] += uint64(sizes[j])
+		}
+	}
+	l3s, egress := rs.l3, rs.egress
+	for ; k < len(adjOf); k++ {
+		a := adjOf[k]
 		if a < 0 {
 			continue
 		}
@@ -487,6 +523,13 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 			continue
 		}
 		if tx != all {
+			if all >= 0 {
+				// Mixed from here: what was resolved so far went to all
+				// and has no entry of its own.
+				for i := range b.pkts {
+					egress[i] = uint16(all)
+				}
+			}
 			all = egressOf(all, tx)
 		}
 		f := frames[j]
