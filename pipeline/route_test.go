@@ -108,6 +108,85 @@ func TestRoutedPollDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// TestRoutedRewriteOfEachFrame routes bursts of 32 frames, with and
+// without VLAN-tagged frames among them, over a 2-way ECMP route whose
+// members are two ports (so each burst splits), and checks every frame
+// that comes out: the MACs of the port it left by and of that port's
+// gateway, its tags as they were, its TTL one less with the header
+// checksum made right, and every other byte as sent.
+func TestRoutedRewriteOfEachFrame(t *testing.T) {
+	for _, tagged := range []bool{false, true} {
+		t.Run(map[bool]string{false: "untagged", true: "some tagged"}[tagged], func(t *testing.T) {
+			cfg, set := openPorts(t, "io", "net_ring%d", "net_ring%d")
+			p := newPipeline(t, cfg, set, withRoutes(t, set))
+			w := p.Workers[0]
+			sent := map[uint16][]byte{} // by UDP source port
+			offset := map[uint16]int{}  // IP header offset
+			for round := range 8 {
+				clear(sent)
+				for i := range 32 {
+					sport := uint16(1000 + round*32 + i)
+					s := roce.FrameSpec{TTL: 64, SrcPort: sport, SrcIP: netip.MustParseAddr("10.9.0.1"),
+						DstIP: netip.AddrFrom4([4]byte{20, byte(round), 0, byte(i)}), BTH: roce.BTHFields{Opcode: roce.OpRC | roce.OpAck, DestQP: uint32(i)}}
+					if tagged && i%3 == 1 {
+						s.Tags = []roce.VLANTag{{TPID: 0x8100, VID: uint16(10 + i)}}
+					}
+					if tagged && i%5 == 4 {
+						s.Tags = []roce.VLANTag{{TPID: 0x88a8, VID: 100}, {TPID: 0x8100, VID: uint16(i)}}
+					}
+					f, err := s.Append(nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sent[sport], offset[sport] = f, 14+4*len(s.Tags)
+					sendFrame(t, w, set, f)
+				}
+				w.Poll() // sends them; port 0's ring returns them and they are routed
+				w.step.Flush()
+				got := map[int]int{}
+				for w.step.Run() != 0 {
+					for i := range w.rx {
+						for _, m := range w.step.Rx(i) {
+							checkRewrite(t, m.Data(), i, set, sent, offset)
+							got[i]++
+							w.step.Drop(m)
+						}
+					}
+				}
+				if got[0]+got[1] != 32 || got[0] == 0 || got[1] == 0 {
+					t.Fatalf("round %d: frames out of the two ports %v, want all 32 spread over both", round, got)
+				}
+			}
+			closeRing(t, p, set)
+		})
+	}
+}
+
+// checkRewrite checks frame f, which left by port i of set, against the
+// frame sent with its UDP source port.
+func checkRewrite(t *testing.T, f []byte, i int, set *ports.Set, sent map[uint16][]byte, offset map[uint16]int) {
+	t.Helper()
+	var l3 int
+	for l3 = 14; binary.BigEndian.Uint16(f[l3-2:]) != 0x0800; l3 += 4 {
+	}
+	sport := binary.BigEndian.Uint16(f[l3+20:])
+	in, ok := sent[sport]
+	if !ok || offset[sport] != l3 || len(in) != len(f) {
+		t.Fatalf("port %d sent % x: not a frame sent, or its tags changed", i, f)
+	}
+	if want := []byte{0xb8, 0, 0, 0, 0, byte(i)}; !slices.Equal(f[:6], want) || !slices.Equal(f[6:12], set.Ports[i].MAC) {
+		t.Errorf("sport %d out of port %d: MACs % x, want % x from % x", sport, i, f[:12], want, []byte(set.Ports[i].MAC))
+	}
+	want := slices.Clone(in)
+	want[l3+8]--
+	ip := roce.IPv4(want[l3:])
+	ip.SetChecksum()
+	if !slices.Equal(f[12:], want[12:]) {
+		t.Errorf("sport %d: sent\n% x\ngot\n% x\nwant\n% x", sport, in[12:], f[12:], want[12:])
+	}
+	delete(sent, sport)
+}
+
 // withHairpin routes a port's packets out of itself: a 10.0.0.0/24 (and
 // fd00:1::/64) route over one gateway of the port, among 1000 other
 // prefixes, so that one net_ring port loops routed frames.

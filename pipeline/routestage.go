@@ -72,11 +72,11 @@ type routeStage struct {
 	// to, egressNone before the first, egressMixed once they differ.
 	egressTx int
 	// tagged: some packet of the burst has its IP header past offset 14
-	// (VLAN tags), so rs.l3 must be read for each.
+	// (VLAN tags). Only then does rs.l3 hold each packet's offset.
 	tagged bool
 	class  [NumRouteClasses]uint64
 	// per burst: the packets looked up, by family
-	l3      []uint16 // per packet: IP header offset
+	l3      []uint16 // per packet: IP header offset, when tagged
 	adjOf   []int32  // per looked-up packet: its adjacency, -1: none
 	a4, nh4 []uint32
 	j4      []uint16
@@ -262,7 +262,7 @@ func (w *Worker) routePass(b *burst) {
 	// compiler load b's and rs's fields again.
 	pkts := b.pkts
 	fates, frames, sizes := b.fate[:len(pkts)], b.frame[:len(pkts)], b.size[:len(pkts)]
-	l3s, a4, j4, hi, lo, j6 := rs.l3[:len(pkts)], rs.a4, rs.j4, rs.hi, rs.lo, rs.j6
+	a4, j4, hi, lo, j6 := rs.a4, rs.j4, rs.hi, rs.lo, rs.j6
 	n4, n6 := 0, 0
 	for j, m := range pkts {
 		if fates[j] != fateForward {
@@ -276,13 +276,11 @@ func (w *Worker) routePass(b *burst) {
 				h := (*[20]byte)(f[14:])
 				x0, x1, x2 := binary.LittleEndian.Uint64(h[0:]), binary.LittleEndian.Uint64(h[8:]), binary.LittleEndian.Uint32(h[16:])
 				if ipv4Forwardable(x0, x1, x2, len(f)-14) && (m.IPv4HeaderVerified() || ipv4WordsSumOK(x0, x1, x2)) {
-					l3s[j] = 14
 					a4[n4], j4[n4] = bits.ReverseBytes32(x2), uint16(j)
 					n4++
 					continue
 				}
 			case et == etherIPv6 && f[14]>>4 == 6 && f[21] > 1 && f[38] < 0xfe:
-				l3s[j] = 14
 				hi[n6], lo[n6], j6[n6] = binary.BigEndian.Uint64(f[38:]), binary.BigEndian.Uint64(f[46:]), uint16(j)
 				n6++
 				continue
@@ -290,10 +288,10 @@ func (w *Worker) routePass(b *burst) {
 		}
 		switch w.routeParse(b, j, f) {
 		case 4:
-			a4[n4], j4[n4] = binary.BigEndian.Uint32(f[int(l3s[j])+16:]), uint16(j)
+			a4[n4], j4[n4] = binary.BigEndian.Uint32(f[int(rs.l3[j])+16:]), uint16(j)
 			n4++
 		case 6:
-			l3 := int(l3s[j])
+			l3 := int(rs.l3[j])
 			hi[n6], lo[n6], j6[n6] = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:]), uint16(j)
 			n6++
 		}
@@ -332,8 +330,15 @@ func (w *Worker) routeParse(b *burst, j int, f []byte) int {
 	for (et == etherVLAN || et == etherQinQ) && len(f) >= l3+4 {
 		et, l3 = binary.BigEndian.Uint16(f[l3+2:]), l3+4
 	}
+	if l3 != 14 && !rs.tagged {
+		// The burst's first tagged frame: from here every packet's
+		// offset is read from rs.l3, and those checked inline are at 14.
+		rs.tagged = true
+		for i := range b.pkts {
+			rs.l3[i] = 14
+		}
+	}
 	rs.l3[j] = uint16(l3)
-	rs.tagged = rs.tagged || l3 != 14
 	switch et {
 	case etherIPv4:
 		if r := checkIPv4(f, l3, b.pkts[j].IPv4HeaderVerified()); r != reasonNone {
@@ -506,7 +511,11 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 			o.bytes[k%adjLanes] += uint64(sizes[j])
 		}
 	}
-	l3s, egress := rs.l3, rs.egress
+	egress := rs.egress
+	var l3s []uint16 // header offsets, when not all 14
+	if rs.tagged {
+		l3s = rs.l3
+	}
 	for ; k < len(adjOf); k++ {
 		a := adjOf[k]
 		if a < 0 {
@@ -534,7 +543,10 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 		}
 		f := frames[j]
 		*(*[12]byte)(f) = o.hdr
-		h := f[l3s[j]:]
+		h := f[14:]
+		if l3s != nil {
+			h = f[l3s[j]:]
+		}
 		if v4 {
 			hopIPv4((*[12]byte)(h))
 		} else {
@@ -584,7 +596,11 @@ var pathDrop = [8]Reason{routing.PathNone: DropNoRoute, routing.PathForward: Dro
 func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint32 {
 	rs := w.rt
 	paths, h := rs.plane.Paths, &rs.plane.Hash
-	keys, sums, frames, l3s := rs.keys, rs.sums, b.frame, rs.l3
+	keys, sums, frames := rs.keys, rs.sums, b.frame
+	var l3s []uint16 // header offsets, when not all 14
+	if rs.tagged {
+		l3s = rs.l3
+	}
 	direct := v4 && !h.Symmetric()
 	n := 0
 	for k, v := range nh[:len(js)] {
@@ -592,7 +608,10 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 			continue
 		}
 		j := int(js[k])
-		f, l3 := frames[j], int(l3s[j])
+		f, l3 := frames[j], 14
+		if l3s != nil {
+			l3 = int(l3s[j])
+		}
 		// The fields are read here and not in a call (which would spill
 		// the loop's values): one view of the IP header, the UDP header and
 		// the BTH up to its destination QP, fixed offsets, one bounds
