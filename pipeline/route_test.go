@@ -474,6 +474,27 @@ func testECMPMemberOfEachFlow(t *testing.T, sym bool) {
 			t.Fatalf("frame %d cut to %d bytes: adjacencies got %v, want the frame at adjacency %d", i, len(f), got, want)
 		}
 	}
+	// IPv4 fragments, first (more to come) or later (an offset): the
+	// flow is hashed on addresses and protocol alone, as only the first
+	// fragment carries the ports.
+	for i := range 200 {
+		f, k, _, s := frame(i, false, 20)
+		ip := roce.IPv4(f[14:])
+		flags := uint16(0x2000) // MF
+		if i%2 == 1 {
+			flags = uint16(1 + i) // an offset, the last fragment
+		}
+		binary.BigEndian.PutUint16(ip[6:], flags)
+		ip.SetChecksum()
+		k.SPort, k.DPort, k.QP = 0, 0, 0
+		nh, _ := v4.Lookup(s.DstIP)
+		path := plane.Paths[nh]
+		want := plane.Buckets[path.First+plane.Hash.Sum(&k)&path.Mask]
+		sendFrame(t, w, set, f)
+		if got := routed(); !slices.Equal(got, tally([]uint32{want}, len(got))) || int(want) >= len(got) {
+			t.Fatalf("fragment %d (flags %#04x): adjacencies got %v, want the frame at adjacency %d", i, flags, got, want)
+		}
+	}
 	// Bursts of both families' ECMP frames with frames to the single next
 	// hop among them: each still lands at its own flow's member.
 	for round := range 20 {

@@ -603,6 +603,31 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 	}
 	direct := v4 && !h.Symmetric()
 	n := 0
+	if direct && l3s == nil {
+		// The common case, untagged IPv4 with an asymmetric hash, in a
+		// loop of its own: a frame's fields at fixed offsets from its
+		// start, hashed as they are read.
+		for k, v := range nh[:len(js)] {
+			if int(v) >= len(paths) || paths[v].Kind != routing.PathECMP {
+				continue
+			}
+			f := frames[js[k]]
+			if len(f) < 50 {
+				sums[n] = rs.sum4(f[14:])
+				n++
+				continue
+			}
+			e := (*[50]byte)(f) // Ethernet, IPv4 (IHL 5), UDP, the BTH to its destination QP
+			proto := e[23]
+			var ports, qp uint32
+			if binary.BigEndian.Uint16(e[20:])&0x3fff == 0 { // a fragment: only the first carries the ports
+				ports, qp = l4Fields(proto, (*[16]byte)(e[34:]))
+			}
+			sums[n] = h.SumV4(binary.BigEndian.Uint32(e[26:]), binary.BigEndian.Uint32(e[30:]), routing.L4Word(proto, ports), qp)
+			n++
+		}
+		return sums[:n]
+	}
 	for k, v := range nh[:len(js)] {
 		if int(v) >= len(paths) || paths[v].Kind != routing.PathECMP {
 			continue
@@ -658,6 +683,22 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 		h.SumAll(keys[:n], sums[:n])
 	}
 	return sums[:n]
+}
+
+// sum4 is ecmpHashes's hash of one IPv4 packet whose header (IHL 5)
+// begins ip, for a hasher that is not symmetric: for frames too short for
+// the loop's view, read through a padded copy.
+func (rs *routeStage) sum4(ip []byte) uint32 {
+	if len(ip) < 36 {
+		ip = rs.padded(ip, true)
+	}
+	h4 := (*[36]byte)(ip)
+	proto := h4[9]
+	var ports, qp uint32
+	if binary.BigEndian.Uint16(h4[6:])&0x3fff == 0 {
+		ports, qp = l4Fields(proto, (*[16]byte)(h4[20:]))
+	}
+	return rs.plane.Hash.SumV4(binary.BigEndian.Uint32(h4[12:]), binary.BigEndian.Uint32(h4[16:]), routing.L4Word(proto, ports), qp)
 }
 
 // l4Fields reads the ports of a UDP or TCP header l4, as source<<16 |
