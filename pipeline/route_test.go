@@ -496,7 +496,8 @@ func testECMPMemberOfEachFlow(t *testing.T, sym bool) {
 		}
 	}
 	// Bursts of both families' ECMP frames with frames to the single next
-	// hop among them: each still lands at its own flow's member.
+	// hop among them, and in every other burst tagged frames: each still
+	// lands at its own flow's member.
 	for round := range 20 {
 		var want []uint32
 		for i := range 24 {
@@ -505,6 +506,9 @@ func testECMPMemberOfEachFlow(t *testing.T, sym bool) {
 				dst = 30
 			}
 			f, _, a, _ := frame(i, i%3 == 1, dst)
+			if round%2 == 1 && i%4 == 3 { // a VLAN tag: the burst's offsets are read per packet
+				f = slices.Concat(f[:12], []byte{0x81, 0x00, 0x00, byte(i)}, f[12:])
+			}
 			want = append(want, a)
 			sendFrame(t, w, set, f)
 		}

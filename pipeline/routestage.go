@@ -644,6 +644,11 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 		// built on the stack and copied in wide loads that wait for its
 		// narrow stores.
 		ip := f[l3:]
+		if direct { // a tagged frame: rare enough for a call
+			sums[n] = rs.sum4(ip)
+			n++
+			continue
+		}
 		if v4 {
 			if len(ip) < 36 {
 				ip = rs.padded(ip, true)
@@ -655,11 +660,6 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 				ports, qp = l4Fields(proto, (*[16]byte)(h4[20:]))
 			}
 			src, dst := binary.BigEndian.Uint32(h4[12:]), binary.BigEndian.Uint32(h4[16:])
-			if direct {
-				sums[n] = h.SumV4(src, dst, routing.L4Word(proto, ports), qp)
-				n++
-				continue
-			}
 			key := &keys[n]
 			key.S0, key.S1, key.D0, key.D1 = 0, uint64(src), 0, uint64(dst)
 			key.Proto, key.FlowLabel = uint32(proto), 0
@@ -685,9 +685,10 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 	return sums[:n]
 }
 
-// sum4 is ecmpHashes's hash of one IPv4 packet whose header (IHL 5)
-// begins ip, for a hasher that is not symmetric: for frames too short for
-// the loop's view, read through a padded copy.
+// sum4 is the flow hash of the IPv4 packet whose header (IHL 5) begins
+// ip, for a hasher that is not symmetric (routing.Hasher.SumV4), for the
+// frames ecmpHashes's common loop does not read: tagged, or too short for
+// its view (read through a padded copy).
 func (rs *routeStage) sum4(ip []byte) uint32 {
 	if len(ip) < 36 {
 		ip = rs.padded(ip, true)
