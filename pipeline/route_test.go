@@ -277,10 +277,13 @@ func TestUnroutedReasons(t *testing.T) {
 	}
 	want := map[Reason]uint64{}
 	// Every kind in one burst, then a burst whose only packets that do
-	// not forward have a route (to an unresolved gateway).
+	// not forward have a route (to an unresolved gateway), then bursts
+	// that begin with such a packet, before any packet is bound to a port.
 	for _, burst := range [][]string{
 		{"10.0.0.7", "10.1.0.7", "10.9.0.5", "10.2.0.7", "10.9.0.1", "10.3.0.7"},
 		{"10.0.0.7", "10.1.0.7"},
+		{"10.1.0.7", "10.0.0.7"},
+		{"10.1.0.7"},
 	} {
 		for round := range 3 {
 			for _, dst := range burst {

@@ -493,8 +493,12 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 				continue
 			}
 			o := &out[a]
-			if tx := int(o.tx); tx != all {
-				if tx < 0 || all != egressNone {
+			tx := int(o.tx)
+			if tx < 0 { // unresolved (the same value as egressNone) or no tx queue
+				break
+			}
+			if tx != all {
+				if all != egressNone {
 					break
 				}
 				all = tx
