@@ -83,7 +83,7 @@ type routeStage struct {
 	hi, lo  []uint64
 	nh6     []uint32
 	j6      []uint16
-	egress  []uint16          // per packet: tx index
+	egress  []uint16          // per packet: tx index, in a burst to several (egressMixed)
 	keys    []routing.FlowKey // the ECMP-routed packets' flows, in order,
 	sums    []uint32          // and their hashes
 	pad     [56]byte          // a short frame's IP header and what follows, for ecmpHashes (padded)
