@@ -8,8 +8,8 @@ rate, and turns the rounds' figures into the table. Standard library only.
   bench.py l3fwd-rules FLOWS DIR           l3fwd rule files from a flows file
   bench.py routes FLOWS N DIR              N routes covering the flows' destinations,
                                            for l3fwd (LPM/FIB) and roce-fwd
-  bench.py punt-pcap IN N ADDR OUT         IN with every Nth IPv4 frame addressed
-                                           to ADDR (the box: punted to its kernel)
+  bench.py punt-pcap IN N ADDR OUT         IN with a frame to ADDR (the box: punted
+                                           to its kernel) after every N-1 IPv4 frames
   bench.py tsc-hz LOG                      the TSC rate DPDK's EAL measured
   bench.py testpmd SECS LOG -- CMD...      median Rx-pps of port 0, Mpps
   bench.py exec LOG -- CMD...              runs CMD, output to LOG
@@ -81,35 +81,44 @@ def cmd_pcap_info(path):
 
 
 def cmd_punt_pcap(src, n, addr, out):
-    """Copies the capture SRC to OUT with the destination of every Nth IPv4
-    frame set to ADDR (and its header checksum made again): the routed
-    benchmark's traffic for the box, which a router with an exception path
-    punts to its kernel while it forwards the rest."""
+    """Writes OUT: the capture SRC with a frame for ADDR inserted after
+    every N-1 of its IPv4 frames, so that one IPv4 frame in N is for the
+    box (a router with an exception path punts it to its kernel) and the
+    others are SRC's own, in SRC's order. The inserted frame is a copy of
+    the one before it with its destination set to ADDR and its header
+    checksum made again. Inserting rather than readdressing keeps the rest
+    of the traffic, its flows and their order, the same as in the run it
+    is compared with."""
     n, dst = int(n), ipaddress.IPv4Address(addr).packed
+    if n < 2:
+        raise SystemExit("punt-pcap: N must be at least 2")
     with open(src, "rb") as f:
-        data = bytearray(f.read())
+        data = f.read()
     if struct.unpack("<I", data[:4])[0] not in (0xA1B2C3D4, 0xA1B23C4D):
         raise SystemExit("%s: want a little-endian pcap file" % src)
-    off, i, changed = 24, 0, 0
+    res = bytearray(data[:24])
+    off, i, added = 24, 0, 0
     while off + 16 <= len(data):
         incl = struct.unpack("<I", data[off + 8:off + 12])[0]
-        fr = off + 16
-        if incl >= 34 and data[fr + 12:fr + 14] == b"\x08\x00":
+        rec = data[off:off + 16 + incl]
+        res += rec
+        fr = bytearray(rec[16:])
+        if incl >= 34 and fr[12:14] == b"\x08\x00" and fr[14] >> 4 == 4:
             i += 1
-            if i % n == 0:
-                ip = fr + 14
-                data[ip + 16:ip + 20] = dst
-                data[ip + 10:ip + 12] = b"\0\0"
-                hl = (data[ip] & 15) * 4
-                s = sum(struct.unpack(">%dH" % (hl // 2), bytes(data[ip:ip + hl])))
+            if i % (n - 1) == 0:
+                hl = (fr[14] & 15) * 4
+                fr[30:34] = dst
+                fr[24:26] = b"\0\0"
+                s = sum(struct.unpack(">%dH" % (hl // 2), bytes(fr[14:14 + hl])))
                 while s >> 16:
                     s = (s & 0xFFFF) + (s >> 16)
-                data[ip + 10:ip + 12] = struct.pack(">H", ~s & 0xFFFF)
-                changed += 1
-        off = fr + incl
+                fr[24:26] = struct.pack(">H", ~s & 0xFFFF)
+                res += rec[:16] + fr
+                added += 1
+        off += 16 + incl
     with open(out, "wb") as f:
-        f.write(data)
-    print(changed, i)
+        f.write(res)
+    print(added, i + added)
 
 
 def cmd_impair_rules(path, out):

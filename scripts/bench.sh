@@ -33,8 +33,9 @@
 #   punt     control mix of 8192 QPs, IPv4, routed by 1k prefixes, with an
 #            exception path to the kernel on both ports: roce with one frame
 #            in 50 (about 300k/s) or in 150 (about 100k/s) addressed to the
-#            box (punted to its TAP, and so to the kernel) vs the same run
-#            with nothing for the box; the punts per second are printed
+#            box (punted to its TAP, and so to the kernel; inserted into the
+#            capture, the other frames left as they are) vs the same run
+#            on the capture alone; the punts per second are printed
 #            beside it (needs root for the TAPs). For reference, the frames
 #            for the box dropped instead (no exception path) vs nothing to
 #            drop, and the punts vs those drops: what taking a packet out of
