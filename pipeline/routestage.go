@@ -79,10 +79,10 @@ type routeStage struct {
 	l3      []uint16 // per packet: IP header offset, when tagged
 	adjOf   []int32  // per looked-up packet: its adjacency, -1: none
 	a4, nh4 []uint32
-	j4      []uint16
+	l4      []looked
 	hi, lo  []uint64
 	nh6     []uint32
-	j6      []uint16
+	l6      []looked
 	egress  []uint16          // per packet: tx index, in a burst to several (egressMixed)
 	keys    []routing.FlowKey // the ECMP-routed packets' flows, in order,
 	sums    []uint32          // and their hashes
@@ -95,6 +95,18 @@ type routeStage struct {
 	// (-1: none).
 	kernelTx, fromKernel []int16
 	punt                 [NumReasons]punter
+}
+
+// looked is a packet routePass looks up: what resolvePass needs of it
+// besides the FIB's answer, so that its loops read one array in the order
+// they go and not the burst's arrays at the packet's index.
+type looked struct {
+	// hdr is the frame's first 26 bytes: its Ethernet header and, when
+	// untagged, the IP header's first 12 (IPv4's TTL and checksum, IPv6's
+	// hop limit). Every frame looked up is that long.
+	hdr  *[26]byte
+	size uint32 // the packet's length, for its adjacency's byte count
+	j    uint16 // its index in the burst
 }
 
 // punter is one reason's punts on this worker: a token bucket (tokens in
@@ -135,8 +147,8 @@ func (o *adjOut) counts() (packets, bytes uint64) {
 func newRouteStage(spec *RouteSpec, n int, txOf []int16, rx []rxSource, workers int) *routeStage {
 	rs := cacheline.New[routeStage]()
 	*rs = routeStage{v4: spec.V4, v6: spec.V6, txOf: txOf,
-		l3: cacheline.Alone[uint16](n), adjOf: cacheline.Alone[int32](n), a4: cacheline.Alone[uint32](n), nh4: cacheline.Alone[uint32](n), j4: cacheline.Alone[uint16](n),
-		hi: cacheline.Alone[uint64](n), lo: cacheline.Alone[uint64](n), nh6: cacheline.Alone[uint32](n), j6: cacheline.Alone[uint16](n),
+		l3: cacheline.Alone[uint16](n), adjOf: cacheline.Alone[int32](n), a4: cacheline.Alone[uint32](n), nh4: cacheline.Alone[uint32](n), l4: cacheline.Alone[looked](n),
+		hi: cacheline.Alone[uint64](n), lo: cacheline.Alone[uint64](n), nh6: cacheline.Alone[uint32](n), l6: cacheline.Alone[looked](n),
 		egress: cacheline.Alone[uint16](n), keys: cacheline.Alone[routing.FlowKey](n), sums: cacheline.Alone[uint32](n), sub: newBurst(n), subPkts: cacheline.Alone[*dpdk.Mbuf](n), seenTx: cacheline.Alone[uint16](len(txOf))[:0]}
 	rs.sub.pkts = nil
 	tx := func(port uint16) int16 {
@@ -262,37 +274,37 @@ func (w *Worker) routePass(b *burst) {
 	// compiler load b's and rs's fields again.
 	pkts := b.pkts
 	fates, frames, sizes := b.fate[:len(pkts)], b.frame[:len(pkts)], b.size[:len(pkts)]
-	a4, j4, hi, lo, j6 := rs.a4, rs.j4, rs.hi, rs.lo, rs.j6
+	a4, l4, hi, lo, l6 := rs.a4, rs.l4, rs.hi, rs.lo, rs.l6
 	n4, n6 := 0, 0
 	for j, m := range pkts {
 		if fates[j] != fateForward {
 			continue
 		}
-		f := m.Data()
-		frames[j], sizes[j] = f, uint32(m.PktLen())
+		f, size := m.Data(), uint32(m.PktLen())
+		frames[j], sizes[j] = f, size
 		if len(f) >= 54 {
 			switch et := binary.BigEndian.Uint16(f[12:]); {
 			case et == etherIPv4 && f[14] == 0x45:
 				h := (*[20]byte)(f[14:])
 				x0, x1, x2 := binary.LittleEndian.Uint64(h[0:]), binary.LittleEndian.Uint64(h[8:]), binary.LittleEndian.Uint32(h[16:])
 				if ipv4Forwardable(x0, x1, x2, len(f)-14) && (m.IPv4HeaderVerified() || ipv4WordsSumOK(x0, x1, x2)) {
-					a4[n4], j4[n4] = bits.ReverseBytes32(x2), uint16(j)
+					a4[n4], l4[n4] = bits.ReverseBytes32(x2), looked{(*[26]byte)(f), size, uint16(j)}
 					n4++
 					continue
 				}
 			case et == etherIPv6 && f[14]>>4 == 6 && f[21] > 1 && f[38] < 0xfe:
-				hi[n6], lo[n6], j6[n6] = binary.BigEndian.Uint64(f[38:]), binary.BigEndian.Uint64(f[46:]), uint16(j)
+				hi[n6], lo[n6], l6[n6] = binary.BigEndian.Uint64(f[38:]), binary.BigEndian.Uint64(f[46:]), looked{(*[26]byte)(f), size, uint16(j)}
 				n6++
 				continue
 			}
 		}
 		switch w.routeParse(b, j, f) {
 		case 4:
-			a4[n4], j4[n4] = binary.BigEndian.Uint32(f[int(rs.l3[j])+16:]), uint16(j)
+			a4[n4], l4[n4] = binary.BigEndian.Uint32(f[int(rs.l3[j])+16:]), looked{(*[26]byte)(f), size, uint16(j)}
 			n4++
 		case 6:
 			l3 := int(rs.l3[j])
-			hi[n6], lo[n6], j6[n6] = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:]), uint16(j)
+			hi[n6], lo[n6], l6[n6] = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:]), looked{(*[26]byte)(f), size, uint16(j)}
 			n6++
 		}
 	}
@@ -303,7 +315,7 @@ func (w *Worker) routePass(b *burst) {
 		} else {
 			rs.v4.LookupBatch4(rs.a4[:n4], rs.nh4[:n4], &rs.scratch4)
 		}
-		w.resolvePass(b, rs.j4[:n4], rs.nh4[:n4], true)
+		w.resolvePass(b, rs.l4[:n4], rs.nh4[:n4], true)
 	}
 	if n6 > 0 {
 		if rs.v6 == nil {
@@ -311,7 +323,7 @@ func (w *Worker) routePass(b *burst) {
 		} else {
 			rs.v6.LookupBatch6(rs.hi[:n6], rs.lo[:n6], rs.nh6[:n6], &rs.memo6)
 		}
-		w.resolvePass(b, rs.j6[:n6], rs.nh6[:n6], false)
+		w.resolvePass(b, rs.l6[:n6], rs.nh6[:n6], false)
 	}
 	// 3. The egress stages, per port.
 	w.egressByPort(b)
@@ -444,25 +456,25 @@ func ipv4WordsSumOK(x0, x1 uint64, x2 uint32) bool {
 	return s%0xffff == 0 && s != 0
 }
 
-// resolvePass applies the FIB's values nh to the packets js of one
+// resolvePass applies the FIB's values nh to the packets ls of one
 // family: each goes to its path's adjacency, its header rewritten, or is
 // dropped under the path's reason.
-func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
+func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 	rs := w.rt
 	pl := rs.plane
 	paths, buckets := pl.Paths, pl.Buckets
 	var sums []uint32
 	if len(buckets) != 0 { // the plane has ECMP groups
-		sums = w.ecmpHashes(b, js, nh, v4)
+		sums = w.ecmpHashes(b, ls, nh, v4)
 	}
 	// Two loops, each with few enough live values to stay in registers:
 	// the paths to adjacencies, then the rewrite and the counts.
-	adjOf := rs.adjOf[:len(js)]
+	adjOf := rs.adjOf[:len(ls)]
 	var single, ecmp uint64
-	for k, v := range nh[:len(js)] {
+	for k, v := range nh[:len(ls)] {
 		adjOf[k] = -1
 		if int(v) >= len(paths) {
-			b.drop(int(js[k]), DropNoRoute) // 0, or a path this worker has not been given
+			b.drop(int(ls[k].j), DropNoRoute) // 0, or a path this worker has not been given
 			continue
 		}
 		switch p := &paths[v]; p.Kind {
@@ -473,13 +485,13 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 			adjOf[k] = int32(buckets[p.First+sums[ecmp]&p.Mask])
 			ecmp++
 		default:
-			w.punt(b, int(js[k]), pathDrop[p.Kind&7])
+			w.punt(b, int(ls[k].j), pathDrop[p.Kind&7])
 		}
 	}
 	rs.class[RoutedForward] += single
 	rs.class[RoutedECMP] += ecmp
 
-	out, frames, sizes := rs.out, b.frame, b.size
+	out, frames := rs.out, b.frame
 	all := rs.egressTx
 	k := 0
 	if !rs.tagged && all != egressMixed {
@@ -503,16 +515,16 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 				}
 				all = tx
 			}
-			j := int(js[k])
-			f := frames[j]
-			*(*[12]byte)(f) = o.hdr
+			l := &ls[k]
+			h := l.hdr
+			*(*[12]byte)(h[:12]) = o.hdr
 			if v4 {
-				hopIPv4((*[12]byte)(f[14:]))
+				hopIPv4((*[12]byte)(h[14:]))
 			} else {
-				f[14+7]--
+				h[14+7]--
 			}
 			o.packets[k%adjLanes]++
-			o.bytes[k%adjLanes] += uint64(sizes[j])
+			o.bytes[k%adjLanes] += uint64(l.size)
 		}
 	}
 	egress := rs.egress
@@ -525,7 +537,8 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 		if a < 0 {
 			continue
 		}
-		j, o := int(js[k]), &out[a]
+		l, o := &ls[k], &out[a]
+		j := int(l.j)
 		tx := int(o.tx)
 		if tx < 0 {
 			if tx == adjUnresolved {
@@ -558,7 +571,7 @@ func (w *Worker) resolvePass(b *burst, js []uint16, nh []uint32, v4 bool) {
 		}
 		egress[j] = uint16(tx)
 		o.packets[k%adjLanes]++
-		o.bytes[k%adjLanes] += uint64(sizes[j])
+		o.bytes[k%adjLanes] += uint64(l.size)
 	}
 	rs.egressTx = all
 }
@@ -590,14 +603,14 @@ func egressOf(all, tx int) int {
 var pathDrop = [8]Reason{routing.PathNone: DropNoRoute, routing.PathForward: DropNoRoute, routing.PathECMP: DropNoRoute, routing.PathDrop: DropRouteDrop, routing.PathLocal: DropForUs,
 	routing.PathGlean: DropNeighborUnresolved, 6: DropNoRoute, 7: DropNoRoute}
 
-// ecmpHashes hashes the flows of the packets js that the FIB's values nh
+// ecmpHashes hashes the flows of the packets ls that the FIB's values nh
 // send to an ECMP group, in their order. A flow is its addresses,
 // protocol, ports (not of an IPv4 fragment: only the first carries them),
 // IPv6 flow label and, for RoCEv2, the BTH destination QP. An IPv4 flow
 // is hashed as its fields are read (Hasher.SumV4, inlined), unless the
 // hash is symmetric; the others are written as keys and hashed in one
 // loop (Hasher.SumAll), not a call per packet.
-func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint32 {
+func (w *Worker) ecmpHashes(b *burst, ls []looked, nh []uint32, v4 bool) []uint32 {
 	rs := w.rt
 	paths, h := rs.plane.Paths, &rs.plane.Hash
 	keys, sums, frames := rs.keys, rs.sums, b.frame
@@ -611,11 +624,11 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 		// The common case, untagged IPv4 with an asymmetric hash, in a
 		// loop of its own: a frame's fields at fixed offsets from its
 		// start, hashed as they are read.
-		for k, v := range nh[:len(js)] {
+		for k, v := range nh[:len(ls)] {
 			if int(v) >= len(paths) || paths[v].Kind != routing.PathECMP {
 				continue
 			}
-			f := frames[js[k]]
+			f := frames[ls[k].j]
 			if len(f) < 50 {
 				sums[n] = rs.sum4(f[14:])
 				n++
@@ -632,11 +645,11 @@ func (w *Worker) ecmpHashes(b *burst, js []uint16, nh []uint32, v4 bool) []uint3
 		}
 		return sums[:n]
 	}
-	for k, v := range nh[:len(js)] {
+	for k, v := range nh[:len(ls)] {
 		if int(v) >= len(paths) || paths[v].Kind != routing.PathECMP {
 			continue
 		}
-		j := int(js[k])
+		j := int(ls[k].j)
 		f, l3 := frames[j], 14
 		if l3s != nil {
 			l3 = int(l3s[j])
