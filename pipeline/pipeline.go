@@ -85,6 +85,9 @@ func New(spec Spec) (*Pipeline, error) {
 	if spec.Burst < 1 {
 		return nil, fmt.Errorf("burst %d: must be at least 1", spec.Burst)
 	}
+	if spec.rxBurst() > maxPoll {
+		return nil, fmt.Errorf("burst %d x max_bursts %d: a poll takes at most %d packets", spec.Burst, spec.MaxBursts, maxPoll)
+	}
 	if len(spec.Workers) == 0 {
 		return nil, errors.New("no worker lcores")
 	}

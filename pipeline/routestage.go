@@ -147,8 +147,8 @@ func (o *adjOut) counts() (packets, bytes uint64) {
 func newRouteStage(spec *RouteSpec, n int, txOf []int16, rx []rxSource, workers int) *routeStage {
 	rs := cacheline.New[routeStage]()
 	*rs = routeStage{v4: spec.V4, v6: spec.V6, txOf: txOf,
-		l3: cacheline.Alone[uint16](n), adjOf: cacheline.Alone[int32](n), a4: cacheline.Alone[uint32](n), nh4: cacheline.Alone[uint32](n), l4: cacheline.Alone[looked](n),
-		hi: cacheline.Alone[uint64](n), lo: cacheline.Alone[uint64](n), nh6: cacheline.Alone[uint32](n), l6: cacheline.Alone[looked](n),
+		l3: cacheline.Alone[uint16](n), adjOf: cacheline.Alone[int32](n), a4: cacheline.Alone[uint32](maxPoll), nh4: cacheline.Alone[uint32](n), l4: cacheline.Alone[looked](maxPoll),
+		hi: cacheline.Alone[uint64](maxPoll), lo: cacheline.Alone[uint64](maxPoll), nh6: cacheline.Alone[uint32](n), l6: cacheline.Alone[looked](maxPoll),
 		egress: cacheline.Alone[uint16](n), keys: cacheline.Alone[routing.FlowKey](n), sums: cacheline.Alone[uint32](n), sub: newBurst(n), subPkts: cacheline.Alone[*dpdk.Mbuf](n), seenTx: cacheline.Alone[uint16](len(txOf))[:0]}
 	rs.sub.pkts = nil
 	tx := func(port uint16) int16 {
@@ -262,6 +262,11 @@ const (
 	etherQinQ = 0x88a8
 )
 
+// maxPoll is the most packets a poll may take from a queue (the config's
+// largest burst, 512, times its largest max_bursts, 16): the length of
+// routePass's lookup arrays.
+const maxPoll = 512 * 16
+
 // routePass routes the forwarded packets of b: parse, look up, resolve
 // and rewrite, then the egress stages per tx port.
 func (w *Worker) routePass(b *burst) {
@@ -271,10 +276,14 @@ func (w *Worker) routePass(b *burst) {
 	// frames (untagged IPv4 without options or fragmentation, untagged
 	// IPv6) are checked inline; the rest take routeParse. The burst's
 	// arrays are in locals, so that stores through them do not make the
-	// compiler load b's and rs's fields again.
+	// compiler load b's and rs's fields again; the lookup arrays as
+	// arrays of maxPoll, indexed masked (n4 and n6 stay below the burst's
+	// length), so that neither their lengths nor bounds checks take
+	// registers in a loop that has too few.
 	pkts := b.pkts
 	fates, frames, sizes := b.fate[:len(pkts)], b.frame[:len(pkts)], b.size[:len(pkts)]
-	a4, l4, hi, lo, l6 := rs.a4, rs.l4, rs.hi, rs.lo, rs.l6
+	a4, l4 := (*[maxPoll]uint32)(rs.a4), (*[maxPoll]looked)(rs.l4)
+	hi, lo, l6 := (*[maxPoll]uint64)(rs.hi), (*[maxPoll]uint64)(rs.lo), (*[maxPoll]looked)(rs.l6)
 	n4, n6 := 0, 0
 	for j, m := range pkts {
 		if fates[j] != fateForward {
@@ -288,23 +297,25 @@ func (w *Worker) routePass(b *burst) {
 				h := (*[20]byte)(f[14:])
 				x0, x1, x2 := binary.LittleEndian.Uint64(h[0:]), binary.LittleEndian.Uint64(h[8:]), binary.LittleEndian.Uint32(h[16:])
 				if ipv4Forwardable(x0, x1, x2, len(f)-14) && (m.IPv4HeaderVerified() || ipv4WordsSumOK(x0, x1, x2)) {
-					a4[n4], l4[n4] = bits.ReverseBytes32(x2), looked{(*[26]byte)(f), size, uint16(j)}
+					a4[n4&(maxPoll-1)], l4[n4&(maxPoll-1)] = bits.ReverseBytes32(x2), looked{(*[26]byte)(f), size, uint16(j)}
 					n4++
 					continue
 				}
 			case et == etherIPv6 && f[14]>>4 == 6 && f[21] > 1 && f[38] < 0xfe:
-				hi[n6], lo[n6], l6[n6] = binary.BigEndian.Uint64(f[38:]), binary.BigEndian.Uint64(f[46:]), looked{(*[26]byte)(f), size, uint16(j)}
+				k := n6 & (maxPoll - 1)
+				hi[k], lo[k], l6[k] = binary.BigEndian.Uint64(f[38:]), binary.BigEndian.Uint64(f[46:]), looked{(*[26]byte)(f), size, uint16(j)}
 				n6++
 				continue
 			}
 		}
 		switch w.routeParse(b, j, f) {
 		case 4:
-			a4[n4], l4[n4] = binary.BigEndian.Uint32(f[int(rs.l3[j])+16:]), looked{(*[26]byte)(f), size, uint16(j)}
+			a4[n4&(maxPoll-1)], l4[n4&(maxPoll-1)] = binary.BigEndian.Uint32(f[int(rs.l3[j])+16:]), looked{(*[26]byte)(f), size, uint16(j)}
 			n4++
 		case 6:
 			l3 := int(rs.l3[j])
-			hi[n6], lo[n6], l6[n6] = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:]), looked{(*[26]byte)(f), size, uint16(j)}
+			k := n6 & (maxPoll - 1)
+			hi[k], lo[k], l6[k] = binary.BigEndian.Uint64(f[l3+24:]), binary.BigEndian.Uint64(f[l3+32:]), looked{(*[26]byte)(f), size, uint16(j)}
 			n6++
 		}
 	}
