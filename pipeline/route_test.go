@@ -633,6 +633,18 @@ func TestIPv4Sum(t *testing.T) {
 	if !ipv4SumOK(h) || !ref(h) {
 		t.Fatal("all ones: the sum is 0xffff")
 	}
+	// Headers whose 64-bit words carry out (the end-around carries of
+	// ipv4WordsSumOK): bytes 0-15 all ones, the last four each value
+	// that gives a right checksum or misses it by one.
+	for _, last := range []uint32{0, 1, 0xfffe, 0xffff, 0x10000, 0xfffeffff, 0xffffffff} {
+		for k := range 16 {
+			h[k] = 0xff
+		}
+		binary.BigEndian.PutUint32(h[16:], last)
+		if got, want := ipv4SumOK(h), ref(h); got != want {
+			t.Fatalf("% x: ipv4SumOK(h) is %v, want %v", h, got, want)
+		}
+	}
 	// All zeros: the sum is 0, a multiple of 0xffff but not 0xffff.
 	clear(h)
 	if ipv4SumOK(h) || ref(h) {

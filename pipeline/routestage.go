@@ -453,8 +453,11 @@ func ipv4Forwardable(x0, x1 uint64, x2 uint32, room int) bool {
 // adds). The same holds for the sum of the header's five little-endian
 // 32-bit words: each 32-bit word is 2^16 = 1 times one 16-bit word plus
 // the other, and each byte-swapped 16-bit word is 256 times the word
-// (modulo 0xffff, and 256 is prime to it). So: five loads, four adds, and
-// a divisibility test the compiler makes one multiply and a compare.
+// (modulo 0xffff, and 256 is prime to it). The words are added as three
+// 64-bit ones (bytes 0-7, 8-15, 16-19) with each carry out added back in:
+// 2^64 = 1 modulo 0xffff as well, so the residue is the same. So: three
+// loads, an add and two adds with carry, and a divisibility test the
+// compiler makes one multiply and a compare.
 func ipv4SumOK(h []byte) bool {
 	_ = h[19]
 	return ipv4WordsSumOK(binary.LittleEndian.Uint64(h), binary.LittleEndian.Uint64(h[8:]), binary.LittleEndian.Uint32(h[16:]))
@@ -463,7 +466,10 @@ func ipv4SumOK(h []byte) bool {
 // ipv4WordsSumOK is ipv4SumOK of the header whose bytes 0-7, 8-15 and
 // 16-19 read as little-endian words are x0, x1 and x2.
 func ipv4WordsSumOK(x0, x1 uint64, x2 uint32) bool {
-	s := x0&0xffffffff + x0>>32 + x1&0xffffffff + x1>>32 + uint64(x2)
+	s, c := bits.Add64(x0, x1, 0)
+	s, c = bits.Add64(s, uint64(x2), c) // a carry here leaves s below 2^32,
+	s, _ = bits.Add64(s, 0, c)          // so this add cannot carry
+	// s is 0 only for a header of zeros: after a carry it is at least 1.
 	return s%0xffff == 0 && s != 0
 }
 
@@ -534,8 +540,8 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 			} else {
 				h[14+7]--
 			}
-			o.packets[k%adjLanes]++
-			o.bytes[k%adjLanes] += uint64(l.size)
+			o.packets[uint(k)%adjLanes]++
+			o.bytes[uint(k)%adjLanes] += uint64(l.size)
 		}
 	}
 	egress := rs.egress
@@ -581,8 +587,8 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 			h[7]--
 		}
 		egress[j] = uint16(tx)
-		o.packets[k%adjLanes]++
-		o.bytes[k%adjLanes] += uint64(l.size)
+		o.packets[uint(k)%adjLanes]++
+		o.bytes[uint(k)%adjLanes] += uint64(l.size)
 	}
 	rs.egressTx = all
 }
