@@ -16,8 +16,10 @@ type burst struct {
 	pkts []*dpdk.Mbuf
 	res  []roce.Result // per packet, once a pass classified the burst
 	// frame and size are each packet's first segment and length, once
-	// the classify pass read them: later passes do not touch the mbuf
+	// the classify pass (roce mode) or the flow rules' (io and mac modes,
+	// with flow tables) read them: later passes do not touch the mbuf
 	// again (with large frames its line has left the L1 cache by then).
+	// Without either they are not set.
 	frame [][]byte
 	size  []uint32
 	fate  []fate // per packet: what dispose does with it

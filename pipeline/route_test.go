@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -113,13 +114,27 @@ func TestRoutedPollDoesNotAllocate(t *testing.T) {
 // members are two ports (so each burst splits), and checks every frame
 // that comes out: the MACs of the port it left by and of that port's
 // gateway, its tags as they were, its TTL one less with the header
-// checksum made right, and every other byte as sent.
+// checksum made right, and every other byte as sent. With an egress rule
+// on port 1 that sets the DSCP of every IPv4 packet, each port's share of
+// a burst is read by the flow stage after routing: the frames out of
+// port 1 must carry the new DSCP too, and those out of port 0 not.
 func TestRoutedRewriteOfEachFrame(t *testing.T) {
-	for _, tagged := range []bool{false, true} {
-		t.Run(map[bool]string{false: "untagged", true: "some tagged"}[tagged], func(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		tagged, egress bool
+	}{{"untagged", false, false}, {"some tagged", true, false}, {"egress rule", false, true}} {
+		tagged := c.tagged
+		t.Run(c.name, func(t *testing.T) {
 			cfg, set := openPorts(t, "io", "net_ring%d", "net_ring%d")
 			p := newPipeline(t, cfg, set, withRoutes(t, set))
 			w := p.Workers[0]
+			dscp := map[int]byte{} // by port: the DSCP an egress rule sets
+			if c.egress {
+				id := uint16(set.Ports[1].ID)
+				setFlows(t, p, id, FlowEgress, mustTable(t, fmt.Sprintf(
+					"flow create %d egress pattern eth / ipv4 / udp / end actions set_ipv4_dscp dscp_value 26 / end", id)), nil)
+				dscp[1] = 26
+			}
 			sent := map[uint16][]byte{} // by UDP source port
 			offset := map[uint16]int{}  // IP header offset
 			for round := range 8 {
@@ -147,7 +162,7 @@ func TestRoutedRewriteOfEachFrame(t *testing.T) {
 				for w.step.Run() != 0 {
 					for i := range w.rx {
 						for _, m := range w.step.Rx(i) {
-							checkRewrite(t, m.Data(), i, set, sent, offset)
+							checkRewrite(t, m.Data(), i, set, sent, offset, dscp)
 							got[i]++
 							w.step.Drop(m)
 						}
@@ -163,8 +178,8 @@ func TestRoutedRewriteOfEachFrame(t *testing.T) {
 }
 
 // checkRewrite checks frame f, which left by port i of set, against the
-// frame sent with its UDP source port.
-func checkRewrite(t *testing.T, f []byte, i int, set *ports.Set, sent map[uint16][]byte, offset map[uint16]int) {
+// frame sent with its UDP source port (with the DSCP dscp[i], if any).
+func checkRewrite(t *testing.T, f []byte, i int, set *ports.Set, sent map[uint16][]byte, offset map[uint16]int, dscp map[int]byte) {
 	t.Helper()
 	var l3 int
 	for l3 = 14; binary.BigEndian.Uint16(f[l3-2:]) != 0x0800; l3 += 4 {
@@ -179,6 +194,9 @@ func checkRewrite(t *testing.T, f []byte, i int, set *ports.Set, sent map[uint16
 	}
 	want := slices.Clone(in)
 	want[l3+8]--
+	if d, ok := dscp[i]; ok {
+		want[l3+1] = d<<2 | want[l3+1]&3
+	}
 	ip := roce.IPv4(want[l3:])
 	ip.SetChecksum()
 	if !slices.Equal(f[12:], want[12:]) {

@@ -281,7 +281,7 @@ func (w *Worker) routePass(b *burst) {
 	// length), so that neither their lengths nor bounds checks take
 	// registers in a loop that has too few.
 	pkts := b.pkts
-	fates, frames, sizes := b.fate[:len(pkts)], b.frame[:len(pkts)], b.size[:len(pkts)]
+	fates := b.fate[:len(pkts)]
 	a4, l4 := (*[maxPoll]uint32)(rs.a4), (*[maxPoll]looked)(rs.l4)
 	hi, lo, l6 := (*[maxPoll]uint64)(rs.hi), (*[maxPoll]uint64)(rs.lo), (*[maxPoll]looked)(rs.l6)
 	n4, n6 := 0, 0
@@ -289,8 +289,9 @@ func (w *Worker) routePass(b *burst) {
 		if fates[j] != fateForward {
 			continue
 		}
+		// b.frame and b.size are left as the mode's passes had them: what
+		// this stage needs of a packet it keeps in its looked entry.
 		f, size := m.Data(), uint32(m.PktLen())
-		frames[j], sizes[j] = f, size
 		if len(f) >= 54 {
 			switch et := binary.BigEndian.Uint16(f[12:]); {
 			case et == etherIPv4 && f[14] == 0x45:
@@ -508,7 +509,7 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 	rs.class[RoutedForward] += single
 	rs.class[RoutedECMP] += ecmp
 
-	out, frames := rs.out, b.frame
+	out := rs.out
 	all := rs.egressTx
 	k := 0
 	if !rs.tagged && all != egressMixed {
@@ -575,7 +576,7 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 			}
 			all = egressOf(all, tx)
 		}
-		f := frames[j]
+		f := b.pkts[j].Data()
 		*(*[12]byte)(f) = o.hdr
 		h := f[14:]
 		if l3s != nil {
@@ -630,7 +631,7 @@ var pathDrop = [8]Reason{routing.PathNone: DropNoRoute, routing.PathForward: Dro
 func (w *Worker) ecmpHashes(b *burst, ls []looked, nh []uint32, v4 bool) []uint32 {
 	rs := w.rt
 	paths, h := rs.plane.Paths, &rs.plane.Hash
-	keys, sums, frames := rs.keys, rs.sums, b.frame
+	keys, sums, pkts := rs.keys, rs.sums, b.pkts
 	var l3s []uint16 // header offsets, when not all 14
 	if rs.tagged {
 		l3s = rs.l3
@@ -645,7 +646,7 @@ func (w *Worker) ecmpHashes(b *burst, ls []looked, nh []uint32, v4 bool) []uint3
 			if int(v) >= len(paths) || paths[v].Kind != routing.PathECMP {
 				continue
 			}
-			f := frames[ls[k].j]
+			f := pkts[ls[k].j].Data()
 			if len(f) < 50 {
 				sums[n] = rs.sum4(f[14:])
 				n++
@@ -667,7 +668,7 @@ func (w *Worker) ecmpHashes(b *burst, ls []looked, nh []uint32, v4 bool) []uint3
 			continue
 		}
 		j := int(ls[k].j)
-		f, l3 := frames[j], 14
+		f, l3 := pkts[j].Data(), 14
 		if l3s != nil {
 			l3 = int(l3s[j])
 		}
