@@ -294,6 +294,7 @@ func TestUnroutedReasons(t *testing.T) {
 		"10.2.0.7": DropRouteDrop, "10.9.0.1": DropForUs, "10.3.0.7": DropNoRoute,
 	}
 	want := map[Reason]uint64{}
+	var forwardPath uint64 // packets whose route is to a single next hop, resolved or not
 	// Every kind in one burst, then a burst whose only packets that do
 	// not forward have a route (to an unresolved gateway), then bursts
 	// that begin with such a packet, before any packet is bound to a port.
@@ -313,9 +314,15 @@ func TestUnroutedReasons(t *testing.T) {
 				}
 				sendFrame(t, w, set, f)
 				want[reasons[dst]]++
+				if dst == "10.0.0.7" || dst == "10.1.0.7" {
+					forwardPath++
+				}
 			}
 		}
 		w.Poll() // sends them, the ring returns them, and they are routed in one burst
+		if c := p.RouteStats().Classes; c[RoutedForward] != forwardPath || c[RoutedECMP] != 0 {
+			t.Errorf("route classes %v, want %d forward and no ecmp", c, forwardPath)
+		}
 		var sent uint64
 		for _, a := range p.RouteStats().Adj {
 			sent += a.Packets
