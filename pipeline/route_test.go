@@ -17,7 +17,13 @@ import (
 
 // withRoutes routes every port's packets by an ECMP default route over
 // one gateway on each of the first two ports, and polls both.
-func withRoutes(t testing.TB, set *ports.Set) func(*Spec) {
+func withRoutes(t testing.TB, set *ports.Set) func(*Spec) { return withRoutesSplit(t, set, false) }
+
+// withRoutesSplit is withRoutes; with split, instead of the ECMP route,
+// 20.R.0.0/28 goes to port R%2 and 20.R.0.16/28 to the other for R 0 to
+// 7, so that the first half of a burst to 20.R.0.0-31 leaves by one port
+// and the second half by the other, without an ECMP group in the plane.
+func withRoutesSplit(t testing.TB, set *ports.Set, split bool) func(*Spec) {
 	return func(s *Spec) {
 		var rp []routing.Port
 		for i, p := range set.Ports[:2] {
@@ -25,7 +31,7 @@ func withRoutes(t testing.TB, set *ports.Set) func(*Spec) {
 			copy(r.MAC[:], p.MAC)
 			rp = append(rp, r)
 		}
-		v4 := fib.New(fib.Config{FirstBits: 16, Groups: 16}, fib.V4)
+		v4 := fib.New(fib.Config{FirstBits: 16, Groups: 64}, fib.V4)
 		var plane *routing.Plane
 		rt, err := routing.New(routing.Settings{Fields: routing.SrcIP | routing.DstIP | routing.SrcPort, Buckets: 64}, rp, v4, nil,
 			func(p *routing.Plane) { plane = p })
@@ -40,7 +46,17 @@ func withRoutes(t testing.TB, set *ports.Set) func(*Spec) {
 			}
 			via = append(via, routing.NextHop{Port: p.Name, Gateway: gw, Weight: 1})
 		}
-		if err := rt.AddRoutes([]routing.Route{{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Kind: routing.PathForward, Via: via}}); err != nil {
+		routes := []routing.Route{{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Kind: routing.PathForward, Via: via}}
+		if split {
+			routes = nil
+			for r := range 8 {
+				for half := range 2 {
+					routes = append(routes, routing.Route{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{20, byte(r), 0, byte(16 * half)}), 28),
+						Kind: routing.PathForward, Via: via[half^r%2 : half^r%2+1]})
+				}
+			}
+		}
+		if err := rt.AddRoutes(routes); err != nil {
 			t.Fatal(err)
 		}
 		s.Route = &RouteSpec{V4: v4, Plane: plane}
@@ -120,13 +136,14 @@ func TestRoutedPollDoesNotAllocate(t *testing.T) {
 // port 1 must carry the new DSCP too, and those out of port 0 not.
 func TestRoutedRewriteOfEachFrame(t *testing.T) {
 	for _, c := range []struct {
-		name           string
-		tagged, egress bool
-	}{{"untagged", false, false}, {"some tagged", true, false}, {"egress rule", false, true}} {
+		name                  string
+		tagged, egress, split bool
+	}{{"untagged", false, false, false}, {"some tagged", true, false, false}, {"egress rule", false, true, false},
+		{"two routes", false, false, true}, {"two routes, some tagged", true, false, true}} {
 		tagged := c.tagged
 		t.Run(c.name, func(t *testing.T) {
 			cfg, set := openPorts(t, "io", "net_ring%d", "net_ring%d")
-			p := newPipeline(t, cfg, set, withRoutes(t, set))
+			p := newPipeline(t, cfg, set, withRoutesSplit(t, set, c.split))
 			w := p.Workers[0]
 			dscp := map[int]byte{} // by port: the DSCP an egress rule sets
 			if c.egress {
@@ -162,6 +179,14 @@ func TestRoutedRewriteOfEachFrame(t *testing.T) {
 				for w.step.Run() != 0 {
 					for i := range w.rx {
 						for _, m := range w.step.Rx(i) {
+							if c.split { // the first 16 frames of a burst to port round%2, the rest to the other
+								var l3 int
+								for l3 = 14; binary.BigEndian.Uint16(m.Data()[l3-2:]) != 0x0800; l3 += 4 {
+								}
+								if k := int(binary.BigEndian.Uint16(m.Data()[l3+20:])-1000) % 32; k/16^round%2 != i {
+									t.Fatalf("round %d: frame %d of the burst out of port %d", round, k, i)
+								}
+							}
 							checkRewrite(t, m.Data(), i, set, sent, offset, dscp)
 							got[i]++
 							w.step.Drop(m)

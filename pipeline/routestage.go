@@ -485,44 +485,28 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 	if len(buckets) != 0 { // the plane has ECMP groups
 		sums = w.ecmpHashes(b, ls, nh, v4)
 	}
-	// Two loops, each with few enough live values to stay in registers:
-	// the paths to adjacencies, then the rewrite and the counts.
-	adjOf := rs.adjOf[:len(ls)]
-	var single, ecmp uint64
-	for k, v := range nh[:len(ls)] {
-		adjOf[k] = -1
-		if int(v) >= len(paths) {
-			b.drop(int(ls[k].j), DropNoRoute) // 0, or a path this worker has not been given
-			continue
-		}
-		switch p := &paths[v]; p.Kind {
-		case routing.PathForward:
-			adjOf[k] = int32(p.Adj)
-			single++
-		case routing.PathECMP:
-			adjOf[k] = int32(buckets[p.First+sums[ecmp]&p.Mask])
-			ecmp++
-		default:
-			w.punt(b, int(ls[k].j), pathDrop[p.Kind&7])
-		}
-	}
-	rs.class[RoutedForward] += single
-	rs.class[RoutedECMP] += ecmp
-
 	out := rs.out
 	all := rs.egressTx
+	adjOf, nh := rs.adjOf[:len(ls)], nh[:len(ls)]
+	fast := !rs.tagged && all != egressMixed
+	// The common burst: untagged frames to one port. Its packets need no
+	// egress entry (the burst goes out whole) and their IP headers are at
+	// 14, so a loop keeps its few values in registers. It stops at the
+	// first packet that is not so. Without ECMP groups in the plane that
+	// loop reads each packet's path itself and stops too at one that is
+	// not to a single next hop. The packets after it (all of them, with
+	// ECMP groups) have their adjacencies picked first (an ECMP group's
+	// member by the flow's hash), each loop with few enough live values
+	// to stay in registers; then the same fast loop on adjacencies, then
+	// the general one.
 	k := 0
-	if !rs.tagged && all != egressMixed {
-		// The common burst: untagged frames to one port. Its packets need
-		// no egress entry (the burst goes out whole) and their IP headers
-		// are at 14, so the loop keeps its few values in registers. It
-		// stops at the first packet that is not so.
-		for ; k < len(adjOf); k++ {
-			a := adjOf[k]
-			if a < 0 {
-				continue
+	if fast && sums == nil {
+		for ; k < len(ls); k++ {
+			v := nh[k]
+			if int(v) >= len(paths) || paths[v].Kind != routing.PathForward {
+				break
 			}
-			o := &out[a]
+			o := &out[paths[v].Adj]
 			tx := int(o.tx)
 			if tx < 0 { // unresolved (the same value as egressNone) or no tx queue
 				break
@@ -533,16 +517,49 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 				}
 				all = tx
 			}
-			l := &ls[k]
-			h := l.hdr
-			*(*[12]byte)(h[:12]) = o.hdr
-			if v4 {
-				hopIPv4((*[12]byte)(h[14:]))
-			} else {
-				h[14+7]--
+			o.rewrite(&ls[k], k, v4)
+		}
+	}
+	single, ecmp := uint64(k), uint64(0)
+	for i := k; i < len(ls); i++ {
+		v := nh[i]
+		adjOf[i] = -1
+		if int(v) >= len(paths) {
+			b.drop(int(ls[i].j), DropNoRoute) // 0, or a path this worker has not been given
+			continue
+		}
+		switch p := &paths[v]; p.Kind {
+		case routing.PathForward:
+			adjOf[i] = int32(p.Adj)
+			single++
+		case routing.PathECMP:
+			adjOf[i] = int32(buckets[p.First+sums[ecmp]&p.Mask])
+			ecmp++
+		default:
+			w.punt(b, int(ls[i].j), pathDrop[p.Kind&7])
+		}
+	}
+	rs.class[RoutedForward] += single
+	rs.class[RoutedECMP] += ecmp
+
+	if fast && sums != nil {
+		for ; k < len(adjOf); k++ {
+			a := adjOf[k]
+			if a < 0 {
+				continue
 			}
-			o.packets[uint(k)%adjLanes]++
-			o.bytes[uint(k)%adjLanes] += uint64(l.size)
+			o := &out[a]
+			tx := int(o.tx)
+			if tx < 0 {
+				break
+			}
+			if tx != all {
+				if all != egressNone {
+					break
+				}
+				all = tx
+			}
+			o.rewrite(&ls[k], k, v4)
 		}
 	}
 	egress := rs.egress
@@ -592,6 +609,21 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 		o.bytes[uint(k)%adjLanes] += uint64(l.size)
 	}
 	rs.egressTx = all
+}
+
+// rewrite is the fast loops' rewrite of the k-th looked-up packet l, an
+// untagged frame, for adjacency o: its Ethernet addresses, the TTL (and
+// checksum) or hop limit, and o's counts.
+func (o *adjOut) rewrite(l *looked, k int, v4 bool) {
+	h := l.hdr
+	*(*[12]byte)(h[:12]) = o.hdr
+	if v4 {
+		hopIPv4((*[12]byte)(h[14:]))
+	} else {
+		h[14+7]--
+	}
+	o.packets[uint(k)%adjLanes]++
+	o.bytes[uint(k)%adjLanes] += uint64(l.size)
 }
 
 // hopIPv4 decrements the TTL of the IPv4 header h, whose TTL is above 1
