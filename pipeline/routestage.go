@@ -507,15 +507,9 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 				break
 			}
 			o := &out[paths[v].Adj]
-			tx := int(o.tx)
-			if tx < 0 { // unresolved (the same value as egressNone) or no tx queue
+			var one bool
+			if all, one = oneTx(all, int(o.tx)); !one {
 				break
-			}
-			if tx != all {
-				if all != egressNone {
-					break
-				}
-				all = tx
 			}
 			o.rewrite(&ls[k], k, v4)
 		}
@@ -549,15 +543,9 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 				continue
 			}
 			o := &out[a]
-			tx := int(o.tx)
-			if tx < 0 {
+			var one bool
+			if all, one = oneTx(all, int(o.tx)); !one {
 				break
-			}
-			if tx != all {
-				if all != egressNone {
-					break
-				}
-				all = tx
 			}
 			o.rewrite(&ls[k], k, v4)
 		}
@@ -609,6 +597,18 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 		o.bytes[uint(k)%adjLanes] += uint64(l.size)
 	}
 	rs.egressTx = all
+}
+
+// oneTx is the fast loops' test of a packet to tx queue tx in a burst
+// whose packets so far all go to all (egressNone before the first): it
+// reports whether the burst still goes to one queue, and that queue. A
+// negative tx (an unresolved neighbour, the same value as egressNone, or
+// no tx queue) is for the general loop.
+func oneTx(all, tx int) (int, bool) {
+	if tx < 0 || tx != all && all != egressNone {
+		return all, false
+	}
+	return tx, true
 }
 
 // rewrite is the fast loops' rewrite of the k-th looked-up packet l, an
