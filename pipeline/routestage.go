@@ -511,7 +511,8 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 			if all, one = oneTx(all, int(o.tx)); !one {
 				break
 			}
-			o.rewrite(&ls[k], k, v4)
+			l := &ls[k]
+			o.rewrite(l, (*[12]byte)(l.hdr[14:]), k, v4)
 		}
 	}
 	single, ecmp := uint64(k), uint64(0)
@@ -547,7 +548,8 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 			if all, one = oneTx(all, int(o.tx)); !one {
 				break
 			}
-			o.rewrite(&ls[k], k, v4)
+			l := &ls[k]
+			o.rewrite(l, (*[12]byte)(l.hdr[14:]), k, v4)
 		}
 	}
 	egress := rs.egress
@@ -581,20 +583,12 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 			}
 			all = egressOf(all, tx)
 		}
-		f := b.pkts[j].Data()
-		*(*[12]byte)(f) = o.hdr
-		h := f[14:]
+		ip := (*[12]byte)(l.hdr[14:])
 		if l3s != nil {
-			h = f[l3s[j]:]
+			ip = (*[12]byte)(b.pkts[j].Data()[l3s[j]:])
 		}
-		if v4 {
-			hopIPv4((*[12]byte)(h))
-		} else {
-			h[7]--
-		}
+		o.rewrite(l, ip, k, v4)
 		egress[j] = uint16(tx)
-		o.packets[uint(k)%adjLanes]++
-		o.bytes[uint(k)%adjLanes] += uint64(l.size)
 	}
 	rs.egressTx = all
 }
@@ -611,16 +605,15 @@ func oneTx(all, tx int) (int, bool) {
 	return tx, true
 }
 
-// rewrite is the fast loops' rewrite of the k-th looked-up packet l, an
-// untagged frame, for adjacency o: its Ethernet addresses, the TTL (and
-// checksum) or hop limit, and o's counts.
-func (o *adjOut) rewrite(l *looked, k int, v4 bool) {
-	h := l.hdr
-	*(*[12]byte)(h[:12]) = o.hdr
+// rewrite sends the k-th looked-up packet l to adjacency o: its Ethernet
+// addresses, the TTL (and checksum) or hop limit of its IP header ip
+// (what follows the Ethernet header, or the VLAN tags), and o's counts.
+func (o *adjOut) rewrite(l *looked, ip *[12]byte, k int, v4 bool) {
+	*(*[12]byte)(l.hdr[:12]) = o.hdr
 	if v4 {
-		hopIPv4((*[12]byte)(h[14:]))
+		hopIPv4(ip)
 	} else {
-		h[14+7]--
+		ip[7]--
 	}
 	o.packets[uint(k)%adjLanes]++
 	o.bytes[uint(k)%adjLanes] += uint64(l.size)
