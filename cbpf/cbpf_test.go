@@ -61,6 +61,36 @@ func TestLibpcapFilters(t *testing.T) {
 	}
 }
 
+// An absolute load past the packet rejects it, as libpcap's bpf_filter
+// does, at any offset: near the end of the packet, and at the offsets
+// Linux reserves for a socket's ancillary data (SKF_AD_OFF, 0xfffff000),
+// which programs compiled for a dead pcap handle never use.
+func TestLoadPastThePacket(t *testing.T) {
+	pkt := make([]byte, 30)
+	for _, tc := range []struct {
+		code uint16
+		k    uint32
+	}{
+		{0x30, 29}, {0x30, 30}, // ld b: the last byte, then one past it
+		{0x28, 28}, {0x28, 29}, // ld h
+		{0x20, 26}, {0x20, 27}, // ld w
+		{0x30, 0xfffff000}, {0x30, 0xfffff001}, {0x20, 0xfffff001}, {0x20, 0xffffffff},
+	} {
+		p := []cbpf.Insn{{Code: tc.code, K: tc.k}, {Code: 0x06, K: 1}}
+		if err := cbpf.Check(p); err != nil {
+			t.Fatal(err)
+		}
+		size := map[uint16]uint32{0x30: 1, 0x28: 2, 0x20: 4}[tc.code]
+		want := uint32(0)
+		if uint64(tc.k)+uint64(size) <= uint64(len(pkt)) {
+			want = 1
+		}
+		if got := cbpf.Run(p, pkt); got != want {
+			t.Errorf("load of %d bytes at %#x on a %d-byte packet: verdict %d, want %d", size, tc.k, len(pkt), got, want)
+		}
+	}
+}
+
 // Check refuses what Run cannot run safely.
 func TestCheck(t *testing.T) {
 	bad := map[string][]cbpf.Insn{
@@ -108,6 +138,16 @@ func FuzzRun(f *testing.F) {
 		insns, ok := bpf.Disassemble(raw)
 		if !ok {
 			return // an instruction x/net/bpf does not know
+		}
+		for _, in := range insns {
+			if _, ext := in.(bpf.LoadExtension); ext {
+				// x/net/bpf reads an absolute load at K >= 0xfffff000
+				// (SKF_AD_OFF) as a Linux socket's ancillary data.
+				// Programs from pcap_open_dead have no such loads, and
+				// cbpf reads them as libpcap's bpf_filter does: past
+				// the packet, so the packet is rejected.
+				return
+			}
 		}
 		vm, err := bpf.NewVM(insns)
 		if err != nil {
