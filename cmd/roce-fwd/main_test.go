@@ -254,8 +254,9 @@ func TestRunDefaultWithDurationAndStatsJSON(t *testing.T) {
 // SIGINT stops the daemon cleanly with the final stats.
 func TestRunStopsOnSIGINT(t *testing.T) {
 	cmd := exec.Command(binary, "run")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var stdout bytes.Buffer // read once the daemon has exited
+	stderr := &syncBuffer{} // read while it runs
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -37,8 +37,8 @@ type notifyMsg struct {
 // notifySocket is systemd's end of NOTIFY_SOCKET.
 type notifySocket struct {
 	path  string
+	mu    sync.Mutex  // guards probe and msgs: the listener reads one and appends to the other
 	probe func() bool // called as each datagram arrives
-	mu    sync.Mutex
 	msgs  []notifyMsg
 }
 
@@ -57,7 +57,10 @@ func listenNotify(t *testing.T) *notifySocket {
 			if err != nil {
 				return
 			}
-			m := notifyMsg{at: time.Now(), fields: map[string]string{}, probe: n.probe()}
+			n.mu.Lock()
+			probe := n.probe // set by the test while this goroutine runs
+			n.mu.Unlock()
+			m := notifyMsg{at: time.Now(), fields: map[string]string{}, probe: probe()}
 			for _, line := range strings.Split(strings.TrimSpace(string(buf[:k])), "\n") {
 				name, value, _ := strings.Cut(line, "=")
 				m.fields[name] = value
@@ -130,10 +133,12 @@ func startNotifyDaemon(t *testing.T, n *notifySocket, config func(prefix, sock s
 	r := &daemonRig{t: t, sock: filepath.Join(dir, "ctl", "console.sock"), cfgPath: filepath.Join(dir, "rf.toml"),
 		prefix: fmt.Sprintf("rf-con-%d-%s", os.Getpid(), t.Name()), stderr: &syncBuffer{}}
 	r.writeConfig(config(r.prefix, r.sock))
+	n.mu.Lock()
 	n.probe = func() bool {
 		_, err := os.Stat(r.sock)
 		return err == nil
 	}
+	n.mu.Unlock()
 	r.cmd = exec.Command(binary, "run", "--config", r.cfgPath)
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "NOTIFY_SOCKET=") && !strings.HasPrefix(e, "WATCHDOG_") {
