@@ -542,7 +542,7 @@ func TestNetnsPFC(t *testing.T) {
 	gwMAC := n.gatewayMAC()
 	script := filepath.Join("testdata", "netns_roce.py")
 	out := filepath.Join(n.dir, "a-macctl.pcap")
-	capture := n.sniff(n.a, "macctl", "h0", out, "5")
+	capture := n.sniff(n.a, "macctl", "h0", out, "30", "3") // until the first XOFF for priority 3
 	if out, err := n.ns(n.a, "/usr/bin/python3", script, "send", "h0", gwMAC, "10.71.1.2", "10.71.2.2", "2000", "1000"); err != nil {
 		t.Fatalf("send: %v\n%s", err, out)
 	}

@@ -9,9 +9,10 @@
                                                      seen on IFACE, until N
                                                      or SECONDS (prints
                                                      "ready" once capturing)
-  netns_roce.py macctl IFACE OUT.pcap SECONDS        writes the MAC control
+  netns_roce.py macctl IFACE OUT.pcap SECONDS [PRIO] writes the MAC control
                                                      frames (PAUSE, PFC) seen
-                                                     on IFACE for SECONDS
+                                                     on IFACE for SECONDS, or
+                                                     until a PFC XOFF for PRIO
   netns_roce.py pfc IFACE PRIO QUANTA N              sends N 802.1Qbb PFC
                                                      frames pausing PRIO,
                                                      10 ms apart
@@ -55,9 +56,19 @@ def pfc(iface, prio, quanta, n):
     sendp([f] * n, iface=iface, inter=0.01, verbose=False)
 
 
-def macctl(iface, out, secs):
+def macctl(iface, out, secs, prio=None):
+    def xoff(p):
+        """An 802.1Qbb frame pausing prio: opcode 0x0101, prio's bit in the
+        class-enable vector, a quanta above 0."""
+        b = bytes(p)
+        q = 18 + 2 * prio
+        return len(b) >= 34 and b[14:16] == b"\x01\x01" and b[17] & (1 << prio) != 0 and b[q:q + 2] != b"\x00\x00"
+
+    # With a priority, the first XOFF ends the capture: SECONDS only
+    # bounds the wait, however long the sender takes to start.
     got = sniff(iface=iface, timeout=secs, started_callback=ready,
-                lfilter=lambda p: p.haslayer(Ether) and p[Ether].type == 0x8808)
+                lfilter=lambda p: p.haslayer(Ether) and p[Ether].type == 0x8808,
+                stop_filter=xoff if prio is not None else None)
     wrpcap(out, got)
 
 
@@ -68,7 +79,7 @@ if __name__ == "__main__":
     elif cmd == "recv":
         recv(a[0], a[1], int(a[2]), float(a[3]))
     elif cmd == "macctl":
-        macctl(a[0], a[1], float(a[2]))
+        macctl(a[0], a[1], float(a[2]), int(a[3]) if len(a) > 3 else None)
     elif cmd == "pfc":
         pfc(a[0], int(a[1]), int(a[2]), int(a[3]))
     else:
