@@ -6,9 +6,11 @@
                                                      (DSCP 26, ECT(0), real
                                                      ICRCs) out of IFACE
   netns_roce.py recv IFACE OUT.pcap N SECONDS        writes the RoCEv2 frames
-                                                     seen on IFACE, until N
-                                                     or SECONDS (prints
-                                                     "ready" once capturing)
+                                                     seen on IFACE until a
+                                                     second after the Nth (for
+                                                     duplicates), SECONDS at
+                                                     most (prints "ready" once
+                                                     capturing)
   netns_roce.py macctl IFACE OUT.pcap SECONDS [PRIO] writes the MAC control
                                                      frames (PAUSE, PFC) seen
                                                      on IFACE for SECONDS, or
@@ -19,10 +21,11 @@
 """
 
 import struct
-
 import sys
+import threading
+import time
 
-from scapy.all import Ether, get_if_hwaddr, sendp, sniff, wrpcap
+from scapy.all import AsyncSniffer, Ether, get_if_hwaddr, sendp, sniff, wrpcap
 
 from offload_frames import roce
 
@@ -43,9 +46,23 @@ def ready():
 
 
 def recv(iface, out, n, secs):
-    got = sniff(iface=iface, count=n, timeout=secs, started_callback=ready,
-                lfilter=lambda p: p.haslayer("UDP") and p["UDP"].dport == 4791)
-    wrpcap(out, got)
+    # Not a fixed window from now: the sender's scapy takes seconds to
+    # load, longer on a busy host. A frame past the Nth is a duplicate,
+    # so the capture goes on for a second after it.
+    nth = threading.Event()
+    seen = [0]
+
+    def count(_):
+        seen[0] += 1
+        if seen[0] >= n:
+            nth.set()
+
+    s = AsyncSniffer(iface=iface, started_callback=ready, prn=count,
+                     lfilter=lambda p: p.haslayer("UDP") and p["UDP"].dport == 4791)
+    s.start()
+    if nth.wait(secs):
+        time.sleep(1)
+    wrpcap(out, s.stop())
 
 
 def pfc(iface, prio, quanta, n):
