@@ -179,15 +179,11 @@ func TestRoutedRewriteOfEachFrame(t *testing.T) {
 				for w.step.Run() != 0 {
 					for i := range w.rx {
 						for _, m := range w.step.Rx(i) {
-							if c.split { // the first 16 frames of a burst to port round%2, the rest to the other
-								var l3 int
-								for l3 = 14; binary.BigEndian.Uint16(m.Data()[l3-2:]) != 0x0800; l3 += 4 {
-								}
-								if k := int(binary.BigEndian.Uint16(m.Data()[l3+20:])-1000) % 32; k/16^round%2 != i {
-									t.Fatalf("round %d: frame %d of the burst out of port %d", round, k, i)
-								}
+							sport := checkRewrite(t, m.Data(), i, set, sent, offset, dscp)
+							// Split: the first 16 frames of a burst to port round%2, the rest to the other.
+							if k := int(sport-1000) % 32; c.split && k/16^round%2 != i {
+								t.Fatalf("round %d: frame %d of the burst out of port %d", round, k, i)
 							}
-							checkRewrite(t, m.Data(), i, set, sent, offset, dscp)
 							got[i]++
 							w.step.Drop(m)
 						}
@@ -203,8 +199,9 @@ func TestRoutedRewriteOfEachFrame(t *testing.T) {
 }
 
 // checkRewrite checks frame f, which left by port i of set, against the
-// frame sent with its UDP source port (with the DSCP dscp[i], if any).
-func checkRewrite(t *testing.T, f []byte, i int, set *ports.Set, sent map[uint16][]byte, offset map[uint16]int, dscp map[int]byte) {
+// frame sent with its UDP source port (with the DSCP dscp[i], if any),
+// and returns that port.
+func checkRewrite(t *testing.T, f []byte, i int, set *ports.Set, sent map[uint16][]byte, offset map[uint16]int, dscp map[int]byte) uint16 {
 	t.Helper()
 	var l3 int
 	for l3 = 14; binary.BigEndian.Uint16(f[l3-2:]) != 0x0800; l3 += 4 {
@@ -228,6 +225,7 @@ func checkRewrite(t *testing.T, f []byte, i int, set *ports.Set, sent map[uint16
 		t.Errorf("sport %d: sent\n% x\ngot\n% x\nwant\n% x", sport, in[12:], f[12:], want[12:])
 	}
 	delete(sent, sport)
+	return sport
 }
 
 // withHairpin routes a port's packets out of itself: a 10.0.0.0/24 (and
