@@ -118,6 +118,21 @@ func (m *Mbuf) Data() []byte {
 	return (*[1 << 16]byte)(unsafe.Add(base, off))[:n:n]
 }
 
+// DataWithTail is Data with the rest of the segment's buffer (its
+// tailroom) as the slice's capacity: for a copier that moves a fixed
+// width, past the packet's end but within its buffer, instead of the
+// packet's exact length.
+func (m *Mbuf) DataWithTail() []byte {
+	base := *(*unsafe.Pointer)(m.at(offBufAddr))
+	off := *(*uint16)(m.at(offDataOff))
+	n := *(*uint16)(m.at(offDataLen))
+	c := n
+	if end := *(*uint16)(m.at(offBufLen)); uint32(end) >= uint32(off)+uint32(n) { // as in any mbuf DPDK hands out
+		c = end - off
+	}
+	return (*[1 << 16]byte)(unsafe.Add(base, off))[:n:c]
+}
+
 // DataLen is the first segment's length.
 func (m *Mbuf) DataLen() int { return int(*(*uint16)(m.at(offDataLen))) }
 

@@ -149,10 +149,12 @@ func testRoCEPollAllocs(t *testing.T, tune ...func(*Spec)) {
 func BenchmarkPoll(b *testing.B) {
 	noICRC := func(s *Spec) { s.RoCE.VerifyICRC = false }
 	// A tap that selects nothing (a QP no packet has) costs its checks;
-	// one that copies every packet as received costs the copy too (the
-	// ring read after each poll, as a capture's writer would).
+	// one that copies every packet as received, or as sent, costs the
+	// copy too (the ring read after each poll, as a capture's writer
+	// would).
 	nothing := TapSpec{Filter: TapFilter{Dirs: TapRx, Port: -1, QP: 0xfffffe}, Snaplen: 128, Slots: 1 << 12}
 	every := TapSpec{Filter: TapFilter{Dirs: TapRx, Port: -1, QP: -1}, Snaplen: 128, Slots: 1 << 12}
+	everyOut := TapSpec{Filter: TapFilter{Dirs: TapTx, Port: -1, QP: -1}, Snaplen: 128, Slots: 1 << 12}
 	for _, c := range []struct {
 		name, mode string
 		tune       []func(*Spec)
@@ -165,6 +167,7 @@ func BenchmarkPoll(b *testing.B) {
 		{"roce-qos", "roce", []func(*Spec){noICRC, withQoS(qos.NVIDIARoCE())}, nil, 0},
 		{"roce-tap-selecting-nothing", "roce", []func(*Spec){noICRC}, &nothing, 0},
 		{"roce-tap-copying-all", "roce", []func(*Spec){noICRC}, &every, 0},
+		{"roce-tap-copying-all-sent", "roce", []func(*Spec){noICRC}, &everyOut, 0},
 		{"roce-impair-16-rules", "roce", []func(*Spec){noICRC, sixteenRules(b)}, nil, 0},
 		{"roce-512qp", "roce", []func(*Spec){noICRC, func(s *Spec) { s.RoCE.QPTable = 4096 }}, nil, 512},
 	} {

@@ -84,10 +84,11 @@ type TapSpec struct {
 
 // tapDataBytes is the size of a worker's ring of packet bytes for spec:
 // room for every slot's packet at up to 2 KiB each (a jumbo frame takes
-// more and so fewer fit), and for at least two of the largest.
+// more and so fewer fit), and for at least two of the largest; 4 KiB at
+// the least.
 func tapDataBytes(spec TapSpec) int {
 	n := max(spec.Slots*min(spec.Snaplen, 2048), 2*spec.Snaplen)
-	p := 1
+	p := 4096 // at least: take writes up to 64 bytes past a short packet
 	for p < n {
 		p <<= 1
 	}
@@ -183,7 +184,9 @@ type tap struct {
 	full  bool   // and then once a burst
 	taken uint64
 	lost  uint64
-	res   roce.Result // scratch for filters on RoCE fields outside roce mode
+	res   roce.Result  // scratch for filters on RoCE fields outside roce mode
+	sel   []*dpdk.Mbuf // the packets of a burst selected, for take
+	at    []uint16     // and their places in the burst (tapOut)
 }
 
 func newTapRing(snap, slots, dataBytes int) *tapRing {
@@ -197,7 +200,7 @@ func newTapRing(snap, slots, dataBytes int) *tapRing {
 // rx and tx port tx.
 func (t *tap) selects(w *Worker, b *burst, j int, d TapDir, rx, tx uint16, reason Reason) bool {
 	f := &t.f
-	if f.Dirs&d == 0 || t.limit != 0 && t.taken >= t.limit {
+	if f.Dirs&d == 0 {
 		return false
 	}
 	if f.Port >= 0 {
@@ -247,31 +250,6 @@ func (t *tap) selectsEvery(rx, tx uint16, dirs TapDir) bool {
 	return f.Port < 0 || (dirs&(TapRx|TapDrop) == 0 || f.Port == int(rx)) && (dirs&TapTx == 0 || f.Port == int(tx))
 }
 
-// room reports whether the ring has a free slot and room for the first
-// n bytes of a packet (at most the snaplen), counting the selected packet
-// taken, and lost when it has not. It returns where the bytes go. The
-// reader's line is read only when the ring looks full, and then once a
-// burst: it moves between the cores each time the reader writes it.
-func (t *tap) room(n int) (uint64, bool) {
-	r := t.ring
-	t.taken++
-	n = min(n, r.snap)
-	at := t.dpos
-	if o := at & r.dmask; o+uint64(n) > r.dmask+1 {
-		at += r.dmask + 1 - o // it would wrap: it goes at the start
-	}
-	if t.pos-t.head > r.mask || at+uint64(n)-t.dhead > r.dmask+1 {
-		if !t.full {
-			t.head, t.dhead = r.head.Load(), r.dhead.Load()
-		}
-		if t.full = t.pos-t.head > r.mask || at+uint64(n)-t.dhead > r.dmask+1; t.full {
-			t.lost++
-			return 0, false
-		}
-	}
-	return at, true
-}
-
 // prefetch asks for the ring's lines the next n packets would take, to
 // be written: the reader on another core read them last, and a store to
 // each would otherwise wait for its line in turn. It asks for no more
@@ -292,34 +270,85 @@ func (t *tap) prefetch(n int) {
 	}
 }
 
-// next returns the ring slot the next record goes in, with the fields
-// every record has set and the others zero, for the caller to add to and
-// record to finish. A record is written in place a field at a time: one
-// built aside and copied in would be read back in wide loads, which the
-// CPU cannot serve from the narrow stores just made, and each record
-// would wait for them to reach the cache (41% of the drop capture's
-// samples in tapOut were that copy).
-func (t *tap) next(ns int64, lcore uint16, src *rxSource, d TapDir, reason Reason) *tapSlot {
-	s := &t.ring.slots[t.pos&t.ring.mask]
-	s.NS, s.Len, s.Lcore, s.RxPort, s.RxQueue, s.TxPort = ns, 0, lcore, src.port, src.queue, 0
-	s.Dir, s.Reason, s.flags, s.RxECN, s.Impair, s.FlowRule = d, reason, 0, 0, 0, 0
-	return s
-}
-
-// record finishes slot s, from next, with packet m's length and its
-// first bytes at at, where room found space for them.
-func (t *tap) record(s *tapSlot, m *dpdk.Mbuf, at uint64) {
-	s.Len = uint32(m.PktLen())
-	t.recordBytes(s, m.Data(), at)
-}
-
-func (t *tap) recordBytes(s *tapSlot, d []byte, at uint64) {
+// take records the packets pkts, each with the fields of s0 (the ones
+// the burst's packets share), and returns how many it took: the rest did
+// not fit and are counted lost. The slots are checked once for the
+// burst, the bytes a packet at a time (fill).
+func (t *tap) take(pkts []*dpdk.Mbuf, s0 *tapSlot) int {
 	r := t.ring
-	o := at & r.dmask
-	n := copy(r.data[o:o+uint64(min(len(d), r.snap))], d)
-	t.dpos = at + uint64(n+7)&^7 // the next packet's bytes 8-byte aligned
-	s.end, s.n = t.dpos, uint32(n)
-	t.pos++
+	n := uint64(len(pkts))
+	t.taken += n
+	if t.pos+n-t.head > r.mask+1 {
+		t.reread()
+	}
+	pkts = pkts[:min(n, r.mask+1-(t.pos-t.head))]
+	j := t.fill(pkts, s0)
+	if j < len(pkts) && t.reread() { // the bytes ran out: once more with the reader's head as it is now
+		j += t.fill(pkts[j:], s0)
+	}
+	t.lost += n - uint64(j)
+	return j
+}
+
+// fill is take's loop: it records packets of pkts until one does not fit
+// in the bytes the reader has freed as last read, and returns how many it
+// took. A record is a copy of s0 with the three fields of its own set
+// after. A frame of up to 128 bytes is copied as two 64-byte blocks, at
+// its start and at its end (copyShort: the first reads past a shorter
+// frame, within its mbuf's buffer, and writes past it into free space of
+// the ring). fill calls nothing: a call, even one never made, would have
+// the loop keep its values on the stack.
+func (t *tap) fill(pkts []*dpdk.Mbuf, s0 *tapSlot) int {
+	r := t.ring
+	// The rings through pointers: their lengths are the masks plus one
+	// (newTapRing), and bounds checks would take registers the loop has
+	// too few of.
+	slots, data := unsafe.Pointer(unsafe.SliceData(r.slots)), unsafe.Pointer(unsafe.SliceData(r.data))
+	pos, dpos, free := t.pos, t.dpos, t.dhead+r.dmask+1
+	j := 0
+	for ; j < len(pkts); j++ {
+		m := pkts[j]
+		d := m.DataWithTail()
+		c := min(len(d), r.snap)
+		w := c // the bytes written
+		if c < 64 && cap(d) >= 64 {
+			w = 64
+		}
+		at := dpos
+		if o := at & r.dmask; o+uint64(w) > r.dmask+1 {
+			at += r.dmask + 1 - o // it would wrap: it goes at the start
+		}
+		if at+uint64(w) > free {
+			break
+		}
+		to := unsafe.Add(data, at&r.dmask)
+		if uint(w-64) <= 64 {
+			copyShort((*byte)(to), unsafe.SliceData(d), w)
+		} else {
+			copy(unsafe.Slice((*byte)(to), c), d[:c])
+		}
+		s := (*tapSlot)(unsafe.Add(slots, uintptr(pos&r.mask)*unsafe.Sizeof(tapSlot{})))
+		*s = *s0
+		s.Len = uint32(m.PktLen())
+		dpos = at + uint64(c+7)&^7
+		s.end, s.n = dpos, uint32(c)
+		pos++
+	}
+	t.pos, t.dpos = pos, dpos
+	return j
+}
+
+// reread reads the reader's head and dhead again, for take, when the
+// ring looks full, and reports whether it did: once a burst (publish
+// allows the next). The reader's lines move between the cores each time
+// it writes them: the worker reads them only when it must.
+func (t *tap) reread() bool {
+	if t.full {
+		return false
+	}
+	t.head, t.dhead = t.ring.head.Load(), t.ring.dhead.Load()
+	t.full = true
+	return true
 }
 
 // publish makes the burst's records visible to the reader.
@@ -339,30 +368,37 @@ func (w *Worker) tapRx(b *burst) {
 			continue
 		}
 		t.prefetch(len(b.pkts))
-		all := t.selectsAll(src.port)
-		for j, m := range b.pkts {
-			if !all && !t.selects(w, b, j, TapRx, src.port, 0, 0) {
-				continue
-			}
-			at, ok := t.room(int(m.DataLen()))
-			if !ok {
-				if all { // the rest of the burst is lost too
-					rest := uint64(len(b.pkts) - j - 1)
-					t.taken += rest
-					t.lost += rest
-					break
+		s0 := tapSlot{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue, Dir: TapRx}
+		if t.selectsAll(src.port) {
+			t.take(b.pkts, &s0)
+		} else {
+			n, most := 0, t.room(len(b.pkts))
+			for j, m := range b.pkts {
+				if n < most && t.selects(w, b, j, TapRx, src.port, 0, 0) {
+					t.sel[n] = m
+					n++
 				}
-				continue
 			}
-			t.record(t.next(ns, uint16(w.Lcore), src, TapRx, 0), m, at)
+			t.take(t.sel[:n], &s0)
 		}
 		t.publish()
 	}
 }
 
+// room is how many of n packets t may select before it reaches its
+// count.
+func (t *tap) room(n int) int {
+	if t.limit == 0 {
+		return n
+	}
+	return int(min(uint64(n), t.limit-min(t.taken, t.limit)))
+}
+
 // tapOut records the packets of b its taps select as they leave or are
 // dropped at the end of the burst: the forwarded and queued ones out of
-// tx queue b.tx when out is set, the dropped ones when drops is.
+// tx queue b.tx when out is set, the dropped ones when drops is. Those a
+// tap selects are gathered and taken in one go, then their records get
+// what is particular to each: direction, drop reason, rule IDs, flags.
 func (w *Worker) tapOut(b *burst, out, drops bool) {
 	src := &w.rx[b.src]
 	txPort := w.step.Txq[b.tx].Port
@@ -380,49 +416,48 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 		}
 		t.prefetch(len(b.pkts))
 		all := t.selectsEvery(src.port, txPort, look)
-		for j, m := range b.pkts {
-			var d TapDir
-			var reason Reason
-			switch f := b.fate[j]; {
-			case f >= fateDrop && drops:
-				d, reason = TapDrop, Reason(f-fateDrop)
-			case f < fateDrop && out:
-				d = TapTx
-			default:
-				continue
-			}
-			if d&look == 0 || !all && !t.selects(w, b, j, d, src.port, txPort, reason) {
-				continue
-			}
-			at, ok := t.room(int(m.DataLen()))
-			if !ok {
-				if all { // so is every packet after it that the tap looks at
-					rest := uint64(0)
-					for _, f := range b.fate[j+1 : len(b.pkts)] {
-						if f >= fateDrop && look&TapDrop != 0 || f < fateDrop && look&TapTx != 0 {
-							rest++
-						}
-					}
-					t.taken += rest
-					t.lost += rest
-					break
+		// The packets the tap takes, and their places in the burst.
+		sel, at := t.sel, t.at
+		n := 0
+		switch {
+		case all && (look == TapTx|TapDrop || look == TapTx && b.odd == 0):
+			sel, at, n = b.pkts, burstIndex[:], len(b.pkts) // every one
+		case all && look == TapDrop: // a drop capture
+			for j, f := range b.fate[:len(b.pkts)] {
+				if f >= fateDrop {
+					sel[n], at[n] = b.pkts[j], uint16(j)
+					n++
 				}
-				continue
 			}
-			// The details only for a packet the tap takes.
-			rec := t.next(ns, uint16(w.Lcore), src, d, reason)
-			if b.flowed {
-				rec.FlowRule = b.flowHit[j]
+		default:
+			most := t.room(len(b.pkts))
+			for j, m := range b.pkts {
+				d, reason := outDir(b.fate[j])
+				if d&look == 0 || n == most || !all && !t.selects(w, b, j, d, src.port, txPort, reason) {
+					continue
+				}
+				sel[n], at[n] = m, uint16(j)
+				n++
 			}
-			if b.impaired && b.imp[j] != 0 {
-				rec.Impair = int32(w.imp.eng.Set().ID(b.imp[j] - 1))
-			}
-			if d == TapTx {
-				rec.TxPort = txPort
-				if b.fate[j] == fateTaken {
+		}
+		if n == 0 {
+			continue
+		}
+		// What the records share; then what each has of its own.
+		roceMode := w.mode == ModeRoCE
+		pos := t.pos
+		k := t.take(sel[:n], &tapSlot{NS: ns, Lcore: uint16(w.Lcore), RxPort: src.port, RxQueue: src.queue})
+		slots, mask := t.ring.slots, t.ring.mask
+		for i, j := range at[:k] {
+			rec := &slots[(pos+uint64(i))&mask]
+			if f := b.fate[j]; f >= fateDrop {
+				rec.Dir, rec.Reason = TapDrop, Reason(f-fateDrop)
+			} else {
+				rec.Dir, rec.TxPort = TapTx, txPort
+				if f == fateTaken {
 					rec.flags |= tapQueued
 				}
-				if w.mode == ModeRoCE {
+				if roceMode {
 					rec.RxECN, rec.flags = b.res[j].ECN, rec.flags|tapHasRxECN
 				}
 				if w.qs != nil {
@@ -431,10 +466,34 @@ func (w *Worker) tapOut(b *burst, out, drops bool) {
 					}
 				}
 			}
-			t.record(rec, m, at)
+			if b.flowed {
+				rec.FlowRule = b.flowHit[j]
+			}
+			if b.impaired && b.imp[j] != 0 {
+				rec.Impair = int32(w.imp.eng.Set().ID(b.imp[j] - 1))
+			}
 		}
 		t.publish()
 	}
+}
+
+// burstIndex is 0, 1, 2...: the places of a burst's packets when a tap
+// takes every one.
+var burstIndex = func() (x [maxPoll]uint16) {
+	for i := range x {
+		x[i] = uint16(i)
+	}
+	return
+}()
+
+// outDir is how tapOut sees a packet of fate f: dropped, with its
+// reason, or sent (forwarded, or taken by a stage: queued by QoS, or
+// punted).
+func outDir(f fate) (TapDir, Reason) {
+	if f >= fateDrop {
+		return TapDrop, Reason(f - fateDrop)
+	}
+	return TapTx, 0
 }
 
 // Tap is an armed tap, as the control plane holds it.
@@ -472,7 +531,7 @@ func (p *Pipeline) ArmTap(spec TapSpec) (*Tap, error) {
 	for range p.Workers {
 		r := newTapRing(spec.Snaplen, spec.Slots, tapDataBytes(spec))
 		wt := cacheline.New[tap]()
-		*wt = tap{f: spec.Filter, ring: r, limit: spec.Count}
+		*wt = tap{f: spec.Filter, ring: r, limit: spec.Count, sel: make([]*dpdk.Mbuf, maxPoll), at: make([]uint16, maxPoll)}
 		t.rings = append(t.rings, r)
 		t.taps = append(t.taps, wt)
 	}

@@ -198,127 +198,30 @@ func TestTapPollDoesNotAllocate(t *testing.T) {
 	closeRing(t, p, set)
 }
 
-// The packed ring of packet bytes: over many laps, with packets of every
-// size up to the snaplen, the reader gets each packet's bytes (cut at the
-// snaplen) in order; when the reader stalls, packets are lost once the
-// bytes, not only the slots, run out, and never overwrite unread ones.
-func TestTapDataRing(t *testing.T) {
-	spec := TapSpec{Snaplen: 300, Slots: 8}
-	r := newTapRing(spec.Snaplen, spec.Slots, tapDataBytes(spec)) // 4096 bytes
-	tp := &tap{ring: r}
-	reader := &Tap{rings: []*tapRing{r}, spec: spec}
-	pkt := func(k int) []byte {
-		b := make([]byte, k%400+1)
-		for i := range b {
-			b[i] = byte(k + i)
-		}
-		return b
-	}
-	written, read := 0, 0
-	check := func() {
-		reader.Read(func(rec *TapRecord) {
-			want := pkt(int(rec.NS))
-			want = want[:min(len(want), spec.Snaplen)]
-			if int(rec.NS) != read || !bytes.Equal(rec.Data, want) || rec.Len != uint32(int(rec.NS)%400+1) {
-				t.Fatalf("record %d: packet %d, %d bytes of %d", read, rec.NS, len(rec.Data), rec.Len)
-			}
-			read++
-		})
-	}
-	for k := 0; k < 5000; k++ {
-		d := pkt(written)
-		at, ok := tp.room(len(d))
-		if !ok {
-			t.Fatalf("packet %d: no room with the reader keeping up", written)
-		}
-		putSlot(tp, d, at, tapSlot{NS: int64(written), Len: uint32(len(d))})
-		written++
-		tp.publish()
-		if k%3 == 2 {
-			check()
-		}
-	}
-	check()
-	if read != written {
-		t.Fatalf("read %d of %d", read, written)
-	}
-	// A stalled reader: with a snaplen of 3000, 4 slots have 8192 bytes,
-	// so the bytes run out first: two packets fit, the rest are lost,
-	// and once read, two more fit, the first of them wrapping to the start.
-	spec = TapSpec{Snaplen: 3000, Slots: 4}
-	r = newTapRing(spec.Snaplen, spec.Slots, tapDataBytes(spec))
-	tp, reader = &tap{ring: r}, &Tap{rings: []*tapRing{r}, spec: spec}
-	for round := 0; round < 2; round++ {
-		taken := 0
-		for k := 0; k < 10; k++ {
-			d := bytes.Repeat([]byte{byte(round*10 + k)}, 3000)
-			if at, ok := tp.room(len(d)); ok {
-				putSlot(tp, d, at, tapSlot{NS: int64(k), Len: 3000})
-				taken++
-			}
-		}
-		tp.publish()
-		if lost := r.lost.Load(); taken != 2 || lost != uint64(8*(round+1)) {
-			t.Errorf("round %d: %d taken, %d lost in all of 10 packets of 3000 bytes into 8192", round, taken, lost)
-		}
-		var got []int64
-		reader.Read(func(rec *TapRecord) {
-			if !bytes.Equal(rec.Data, bytes.Repeat([]byte{byte(round*10 + int(rec.NS))}, 3000)) {
-				t.Errorf("round %d: packet %d's bytes overwritten", round, rec.NS)
-			}
-			got = append(got, rec.NS)
-		})
-		if len(got) != 2 || got[0] != 0 || got[1] != 1 {
-			t.Errorf("round %d: read %v, want packets 0 and 1", round, got)
-		}
-	}
-}
-
 // Every field of a record comes out of the ring as the worker put it in,
-// each flag on its own.
+// each flag on its own, over laps of the ring.
 func TestTapSlotFields(t *testing.T) {
 	spec := TapSpec{Snaplen: 128, Slots: 16}
 	r := newTapRing(spec.Snaplen, spec.Slots, tapDataBytes(spec))
 	tp := &tap{ring: r}
 	reader := &Tap{rings: []*tapRing{r}, spec: spec}
-	var want []TapRecord
-	for k := 0; k < 8; k++ {
+	var got, want []TapRecord
+	for k := 0; k < 40; k++ {
 		d := bytes.Repeat([]byte{byte(k)}, 60+k)
 		s := tapSlot{NS: int64(1e18) + int64(k), Len: uint32(1000 + k), Impair: int32(k - 4), FlowRule: int32(k * 3),
 			Lcore: uint16(k + 1), RxPort: uint16(k + 2), RxQueue: uint16(k + 3), TxPort: uint16(k + 4),
-			Dir: TapDir(1 << (k % 3)), Reason: Reason(k), flags: uint8(k), RxECN: uint8(k % 4)}
+			Dir: TapDir(1 << (k % 3)), Reason: Reason(k), flags: uint8(k % 8), RxECN: uint8(k % 4)}
 		want = append(want, TapRecord{NS: s.NS, Lcore: s.Lcore, RxPort: s.RxPort, RxQueue: s.RxQueue, TxPort: s.TxPort,
 			Dir: s.Dir, Reason: s.Reason, Queued: k&1 != 0, RxECN: s.RxECN, HasRxECN: k&2 != 0, Paused: k&4 != 0,
 			Impair: s.Impair, FlowRule: s.FlowRule, Len: s.Len, Data: d})
-		at, ok := tp.room(len(d))
-		if !ok {
-			t.Fatal("no room")
-		}
-		putSlot(tp, d, at, s)
-	}
-	tp.publish()
-	got := readRecords(reader, nil)
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("read back\n%+v\nwant\n%+v", got, want)
-	}
-	// Two more laps of records with only the fields every record has: a
-	// slot used before keeps nothing of its last record.
-	got, want = got[:0], want[:0]
-	for k := 0; k < 32; k++ {
-		d := []byte{byte(k)}
-		at, ok := tp.room(len(d))
-		if !ok {
-			t.Fatal("no room")
-		}
-		tp.recordBytes(tp.next(int64(k), 7, &rxSource{port: 1, queue: 2}, TapDrop, Reason(k%3)), d, at)
-		want = append(want, TapRecord{NS: int64(k), Lcore: 7, RxPort: 1, RxQueue: 2, Dir: TapDrop, Reason: Reason(k % 3), Data: d})
+		putSlot(tp, d, s)
 		if k%8 == 7 {
 			tp.publish()
 			got = readRecords(reader, got)
 		}
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("reused slots read back\n%+v\nwant\n%+v", got, want)
+		t.Errorf("read back\n%+v\nwant\n%+v", got, want)
 	}
 }
 
@@ -332,10 +235,204 @@ func readRecords(reader *Tap, got []TapRecord) []TapRecord {
 	return got
 }
 
-// putSlot records d at at with the fields of rec, as the taps do: the
-// fields into the slot next returns, then the bytes.
-func putSlot(tp *tap, d []byte, at uint64, rec tapSlot) {
-	s := tp.next(rec.NS, rec.Lcore, &rxSource{port: rec.RxPort, queue: rec.RxQueue}, rec.Dir, rec.Reason)
-	s.Len, s.Impair, s.FlowRule, s.TxPort, s.flags, s.RxECN = rec.Len, rec.Impair, rec.FlowRule, rec.TxPort, rec.flags, rec.RxECN
-	tp.recordBytes(s, d, at)
+// putSlot writes record rec with bytes d into tp's ring as take does
+// (8-byte aligned, none wrapping), for tests of what Read makes of it.
+func putSlot(tp *tap, d []byte, rec tapSlot) {
+	r := tp.ring
+	at := tp.dpos
+	if o := at & r.dmask; o+uint64(len(d)) > r.dmask+1 {
+		at += r.dmask + 1 - o
+	}
+	copy(r.data[at&r.dmask:], d)
+	tp.dpos = at + uint64(len(d)+7)&^7
+	rec.end, rec.n = tp.dpos, uint32(len(d))
+	r.slots[tp.pos&r.mask] = rec
+	tp.pos++
+}
+
+// The packed ring of packet bytes, as take writes it, over mbufs of
+// every size up to past the snaplen: below 64 bytes (copied 64 wide, past
+// the packet), 64 to 128 (two overlapping blocks) and longer (memmove).
+// With the reader keeping up nothing is lost and each record holds its
+// packet's bytes, cut at the snaplen, and length, in order, over many laps
+// of the ring; with the reader stalled, a burst is taken up to the first
+// packet that does not fit, the rest counted lost, and nothing unread is
+// overwritten.
+func TestTapDataRing(t *testing.T) {
+	cfg, set := openPorts(t, "io", "net_ring%d")
+	p := newPipeline(t, cfg, set)
+	defer closeRing(t, p, set)
+	w := p.Workers[0]
+	pkt := func(k int) []byte {
+		b := make([]byte, k*37%400+1)
+		for i := range b {
+			b[i] = byte(k*7 + i)
+		}
+		return b
+	}
+	const snap = 300
+	// 64 slots and 4 KiB: the bytes run out before the slots, and the
+	// worker's copy of the reader's position in them goes stale.
+	spec := TapSpec{Snaplen: snap, Slots: 64}
+	r := newTapRing(spec.Snaplen, spec.Slots, 4096)
+	tp := &tap{ring: r}
+	reader := &Tap{rings: []*tapRing{r}, spec: spec}
+	type taken struct {
+		k  int
+		s0 tapSlot
+	}
+	var queue []taken // the packets taken, not yet read
+	k, read := 0, 0
+	// burst takes n packets from k on and returns how many were taken.
+	burst := func(n int) int {
+		ms := make([]*dpdk.Mbuf, n)
+		for i := range ms {
+			ms[i] = set.Ports[0].Pool.Alloc()
+			if err := ms[i].SetData(pkt(k + i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Every other burst's records have every field set: a slot
+		// keeps nothing of the record it held before.
+		s0 := tapSlot{NS: int64(k), Lcore: 3, RxPort: 1, RxQueue: 2, Dir: TapRx}
+		if k%2 == 1 {
+			s0.Impair, s0.FlowRule, s0.TxPort, s0.Reason, s0.flags, s0.RxECN = 5, 6, 7, DropRunt, tapQueued|tapHasRxECN|tapPaused, 3
+		}
+		took := tp.take(ms, &s0)
+		tp.publish()
+		for i := range took {
+			queue = append(queue, taken{k + i, s0})
+		}
+		k += n
+		for _, m := range ms {
+			w.step.Drop(m)
+		}
+		w.step.Flush()
+		return took
+	}
+	check := func() {
+		reader.Read(func(rec *TapRecord) {
+			if len(queue) == 0 {
+				t.Fatalf("record %d: more records than packets taken", read)
+			}
+			q := queue[0]
+			want := pkt(q.k)
+			s := q.s0
+			if !bytes.Equal(rec.Data, want[:min(len(want), snap)]) || rec.Len != uint32(len(want)) ||
+				rec.NS != s.NS || rec.Lcore != 3 || rec.RxPort != 1 || rec.RxQueue != 2 || rec.Dir != TapRx ||
+				rec.Impair != s.Impair || rec.FlowRule != s.FlowRule || rec.TxPort != s.TxPort || rec.Reason != s.Reason ||
+				rec.Queued != (s.flags&tapQueued != 0) || rec.HasRxECN != (s.flags&tapHasRxECN != 0) ||
+				rec.Paused != (s.flags&tapPaused != 0) || rec.RxECN != s.RxECN {
+				t.Fatalf("record %d: %+v, want packet %d of %d bytes with %+v", read, *rec, q.k, len(want), s)
+			}
+			queue = queue[1:]
+			read++
+		})
+	}
+	for b := 0; b < 2000; b++ {
+		if n := b%8 + 1; burst(n) != n {
+			t.Fatalf("burst %d: packets lost with the reader keeping up", b)
+		}
+		check()
+	}
+	if len(queue) != 0 || tp.lost != 0 || tp.taken != uint64(k) {
+		t.Fatalf("%d records unread, %d lost, %d taken of %d", len(queue), tp.lost, tp.taken, k)
+	}
+	// A stalled reader: packets are taken until their bytes run out
+	// (about 24 of them), the rest lost; what is read is what was taken.
+	took := 0
+	for range 10 {
+		took += burst(8)
+	}
+	if took < 8 || took > 32 || tp.lost != uint64(80-took) {
+		t.Errorf("stalled reader: %d taken, %d lost of 80", took, tp.lost)
+	}
+	check()
+	if len(queue) != 0 || read != 2000/8*36+took {
+		t.Errorf("read %d, %d unread", read, len(queue))
+	}
+}
+
+// A packet under 64 bytes is written 64 wide: take leaves it out
+// when the 64 bytes would reach bytes the reader has not read, though
+// the packet alone would fit, and what the reader reads is intact.
+func TestTapShortNearTheReader(t *testing.T) {
+	cfg, set := openPorts(t, "io", "net_ring%d")
+	p := newPipeline(t, cfg, set)
+	defer closeRing(t, p, set)
+	w := p.Workers[0]
+	r := newTapRing(300, 64, 4096)
+	tp := &tap{ring: r}
+	reader := &Tap{rings: []*tapRing{r}, spec: TapSpec{Snaplen: 300, Slots: 64}}
+	take := func(sizes ...int) (lost uint64) {
+		ms := make([]*dpdk.Mbuf, len(sizes))
+		for i, n := range sizes {
+			ms[i] = set.Ports[0].Pool.Alloc()
+			if err := ms[i].SetData(bytes.Repeat([]byte{byte(n)}, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := tp.lost
+		tp.take(ms, &tapSlot{Dir: TapRx})
+		tp.publish()
+		for _, m := range ms {
+			w.step.Drop(m)
+		}
+		w.step.Flush()
+		return tp.lost - before
+	}
+	sizes := []int{}
+	for range 13 {
+		sizes = append(sizes, 304) // 300 bytes each (the snaplen), 304 with the padding
+	}
+	if lost := take(sizes...); lost != 0 { // 3952 bytes of 4096
+		t.Fatalf("%d of 13 lost in an empty ring", lost)
+	}
+	// The reader has read two records: their 608 bytes are free.
+	r.head.Store(2)
+	r.dhead.Store(r.slots[1].end)
+	// One more wraps to the start (0-304), the next takes 304-576: 32
+	// bytes are left before the first unread one, at 608. A 20-byte
+	// packet would fit; its 64-byte copy would not.
+	if lost := take(304, 270); lost != 0 {
+		t.Fatalf("%d of 2 lost with 608 bytes freed", lost)
+	}
+	if lost := take(20); lost != 1 {
+		t.Fatalf("a 20-byte packet 32 bytes before unread ones: %d lost, want it lost", lost)
+	}
+	var got []int
+	reader.Read(func(rec *TapRecord) {
+		want := int(rec.Len)
+		if len(rec.Data) != min(want, 300) || !bytes.Equal(rec.Data, bytes.Repeat([]byte{byte(want)}, len(rec.Data))) {
+			t.Errorf("record %d, of a packet of %d bytes: overwritten", len(got), want)
+		}
+		got = append(got, want)
+	})
+	if len(got) != 13 || got[10] != 304 || got[11] != 304 || got[12] != 270 {
+		t.Errorf("read packets of %v bytes, want eleven of 304, one of 304, one of 270", got)
+	}
+}
+
+// A tap on every packet sent, in roce mode: a burst with nothing dropped
+// is taken whole. Each record is the frame as it left, with its tx port
+// and the ECN codepoint it arrived with.
+func TestTapEverySent(t *testing.T) {
+	frames := testenv.Frames(60)
+	recs, tp, r := tapRun(t, "roce", frames, TapSpec{Filter: TapFilter{Dirs: TapTx, Port: -1, QP: -1}, Snaplen: 2048, Slots: 256})
+	outPort := uint16(r.set.Ports[1].ID)
+	got := r.finish(t)
+	if len(recs) != len(got) || len(got) == 0 {
+		t.Fatalf("%d records of %d frames sent", len(recs), len(got))
+	}
+	for i, rec := range recs {
+		var res roce.Result
+		roce.Classify(got[i], nil, false, &res)
+		if rec.Dir != TapTx || rec.TxPort != outPort || !bytes.Equal(rec.Data, got[i]) || rec.Len != uint32(len(got[i])) ||
+			!rec.HasRxECN || res.RoCE && rec.RxECN != res.ECN {
+			t.Fatalf("record %d: %+v, not frame %d as sent out of port %d", i, rec, i, outPort)
+		}
+	}
+	if taken, lost := tp.Counts(); taken != uint64(len(got)) || lost != 0 {
+		t.Errorf("counts: %d taken, %d lost, of %d sent", taken, lost, len(got))
+	}
 }
