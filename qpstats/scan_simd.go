@@ -13,6 +13,10 @@ import (
 // one instruction, and find is small enough to be inlined into Find's
 // loop. Other builds use the word-at-a-time scans, findWords and
 // oldestTree, which give the same answers (TestBucketFind, TestOldest).
+// Each ends with VZEROUPPER (ClearAVXUpperBits), which Go does not emit:
+// the upper halves of the YMM registers left dirty can slow the SSE code
+// after them (Go's 16-byte moves, DPDK's C); a tap's AVX2 copy left so
+// made a poll 2.5 times as slow (pipeline/tapcopy_simd.go).
 
 // BucketScan names the bucket scans this build has, for `roce-fwd version`.
 const BucketScan = "avx2"
@@ -20,6 +24,7 @@ const BucketScan = "avx2"
 // find returns the first way holding sig, or ways if none does.
 func (bk *bucket) find(sig uint32) int {
 	m := archsimd.LoadUint32x8Array(&bk.sig).Equal(archsimd.BroadcastUint32x8(sig)).ToBits()
+	archsimd.ClearAVXUpperBits()
 	return bits.TrailingZeros8(m)
 }
 
@@ -39,5 +44,6 @@ func oldest(age uint32, a, c *[ways]uint32) (int, uint32) {
 	idle := h.GetElem(0)
 	top := archsimd.BroadcastUint32x8(idle)
 	w := uint16(ia.Equal(top).ToBits()) | uint16(ic.Equal(top).ToBits())<<ways
+	archsimd.ClearAVXUpperBits()
 	return bits.TrailingZeros16(w), idle
 }
