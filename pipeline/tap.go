@@ -310,8 +310,10 @@ func (t *tap) fill(pkts []*dpdk.Mbuf, s0 *tapSlot) int {
 		m := pkts[j]
 		d := m.DataWithTail()
 		c := min(len(d), r.snap)
-		w := c // the bytes written
-		if c < 64 && cap(d) >= 64 {
+		// w: the bytes written, 64 for a packet shorter (never past the
+		// snaplen).
+		w := c
+		if c < 64 && r.snap >= 64 && cap(d) >= 64 {
 			w = 64
 		}
 		at := dpos

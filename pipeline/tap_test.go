@@ -355,7 +355,8 @@ func TestTapDataRing(t *testing.T) {
 
 // A packet under 64 bytes is written 64 wide: take leaves it out
 // when the 64 bytes would reach bytes the reader has not read, though
-// the packet alone would fit, and what the reader reads is intact.
+// the packet alone would fit, and what the reader reads is intact. With
+// a snaplen under 64, nothing past the snaplen is written.
 func TestTapShortNearTheReader(t *testing.T) {
 	cfg, set := openPorts(t, "io", "net_ring%d")
 	p := newPipeline(t, cfg, set)
@@ -400,6 +401,19 @@ func TestTapShortNearTheReader(t *testing.T) {
 	if lost := take(20); lost != 1 {
 		t.Fatalf("a 20-byte packet 32 bytes before unread ones: %d lost, want it lost", lost)
 	}
+	// A snaplen under 64: no byte past it is copied, even into the
+	// ring's free space.
+	r16 := newTapRing(16, 64, 4096)
+	tp16 := &tap{ring: r16}
+	m := set.Ports[0].Pool.Alloc()
+	if err := m.SetData(bytes.Repeat([]byte{0xab}, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if took := tp16.take([]*dpdk.Mbuf{m}, &tapSlot{Dir: TapRx}); took != 1 || !bytes.Equal(r16.data[:64], append(bytes.Repeat([]byte{0xab}, 16), make([]byte, 48)...)) {
+		t.Errorf("snaplen 16: %d taken, ring bytes % x", took, r16.data[:64])
+	}
+	w.step.Drop(m)
+	w.step.Flush()
 	var got []int
 	reader.Read(func(rec *TapRecord) {
 		want := int(rec.Len)
