@@ -198,6 +198,135 @@ func TestRoutedRewriteOfEachFrame(t *testing.T) {
 	}
 }
 
+// TestRoutedBurstShapes routes bursts whose frames routePass takes in
+// its IPv4 and IPv6 runs and in its general loop, in every order: all of
+// a family, the families in turn or mixed, a frame of a run that fails
+// its check (TTL 1, a bad checksum, a VLAN tag) among them, and in roce
+// mode a burst with a frame the classifier dropped first. Every frame
+// that may be routed comes back once, its hop count one less and its
+// addresses rewritten; the others are counted under their reasons.
+func TestRoutedBurstShapes(t *testing.T) {
+	type kind int
+	const (
+		v4 kind = iota
+		v6
+		ttl1    // IPv4, TTL 1: dropped
+		badSum  // IPv4, a wrong header checksum: dropped
+		tagged  // IPv4 under a VLAN tag: routed by the general loop
+		badICRC // IPv4, a wrong ICRC: dropped by the roce classifier
+		hop1    // IPv6, hop limit 1: dropped
+		nKinds
+	)
+	shapes := map[string][]kind{
+		"all v4":           {v4, v4, v4, v4, v4, v4},
+		"all v6":           {v6, v6, v6, v6, v6},
+		"v4 then v6":       {v4, v4, v4, v6, v6, v6},
+		"v6 then v4":       {v6, v6, v4, v4, v4},
+		"in turn":          {v4, v6, v4, v6, v4, v6, v6, v4},
+		"ttl 1 in a run":   {v4, v4, ttl1, v4, v4},
+		"bad sum first":    {badSum, v4, v4, v6},
+		"tag in a run":     {v4, tagged, v4, v4},
+		"hop 1 in a run":   {v6, v6, hop1, v6, v4},
+		"run to its end":   {v4, v4, v4, v4, v4, v4, v4, ttl1},
+		"bad icrc first":   {badICRC, v4, v4, v6, v4},
+		"bad icrc between": {v6, v6, badICRC, v6, v4},
+	}
+	for _, mode := range []string{"io", "roce"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg, set := openPorts(t, mode, "net_ring%d")
+			p := newPipeline(t, cfg, set, withHairpin(t, set))
+			w := p.Workers[0]
+			port := set.Ports[0]
+			sport := uint16(2000)
+			for name, shape := range shapes {
+				if mode == "io" && slices.Contains(shape, badICRC) {
+					continue // io mode does not look at the ICRC: the frame is routed
+				}
+				before := w.Stats().Drops
+				sent := map[uint16][]byte{}
+				var wantDrops [NumReasons]uint64
+				for i, k := range shape {
+					sport++
+					s := roce.FrameSpec{TTL: 64, SrcPort: sport, BTH: roce.BTHFields{Opcode: roce.OpRC | roce.OpAck, DestQP: uint32(i)}}
+					if k == v6 || k == hop1 {
+						s.IPv6, s.SrcIP, s.DstIP = true, netip.MustParseAddr("fd00:2::1"), netip.AddrFrom16([16]byte{0xfd, 0, 0, 1, 14: byte(i), 15: 7})
+					} else {
+						s.SrcIP, s.DstIP = netip.MustParseAddr("10.2.0.1"), netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 2)})
+					}
+					switch k {
+					case ttl1, hop1:
+						s.TTL = 1
+					case tagged:
+						s.Tags = []roce.VLANTag{{TPID: 0x8100, VID: 7}}
+					}
+					f, err := s.Append(nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					switch k {
+					case badSum:
+						f[14+10] ^= 0x40
+						wantDrops[DropIPChecksum]++
+					case badICRC:
+						f[len(f)-1] ^= 1
+						wantDrops[DropBadICRC]++
+					case ttl1, hop1:
+						wantDrops[DropTTLExpired]++
+					default:
+						sent[sport] = f
+					}
+					sendFrame(t, w, set, f)
+				}
+				w.Poll() // sends them; the ring returns them and they are routed in one burst
+				w.step.Flush()
+				for w.step.Run() != 0 {
+					for _, m := range w.step.Rx(0) {
+						f := m.Data()
+						l3 := 14
+						if binary.BigEndian.Uint16(f[12:]) == 0x8100 {
+							l3 = 18
+						}
+						v6 := f[l3]>>4 == 6
+						l4 := l3 + 20
+						if v6 {
+							l4 = l3 + 40
+						}
+						sp := binary.BigEndian.Uint16(f[l4:])
+						in, ok := sent[sp]
+						if !ok {
+							t.Fatalf("%s: frame % x came back, not one that routes, or twice", name, f)
+						}
+						delete(sent, sp)
+						want := slices.Clone(in)
+						copy(want[:6], []byte{0xb8, 0, 0, 0, 0, 9})
+						copy(want[6:12], port.MAC)
+						if v6 {
+							want[l3+7]--
+						} else {
+							want[l3+8]--
+							roce.IPv4(want[l3:]).SetChecksum()
+						}
+						if !slices.Equal(f, want) {
+							t.Errorf("%s: routed\n% x\nwant\n% x", name, f, want)
+						}
+						w.step.Drop(m)
+					}
+				}
+				if len(sent) != 0 {
+					t.Errorf("%s: %d frames that route did not come back", name, len(sent))
+				}
+				after := w.Stats().Drops
+				for r := range wantDrops {
+					if got := after[r] - before[r]; got != wantDrops[r] {
+						t.Errorf("%s: %s dropped %d, want %d", name, Reason(r), got, wantDrops[r])
+					}
+				}
+			}
+			closeRing(t, p, set)
+		})
+	}
+}
+
 // checkRewrite checks frame f, which left by port i of set, against the
 // frame sent with its UDP source port (with the DSCP dscp[i], if any),
 // and returns that port.
@@ -573,7 +702,8 @@ func testECMPMemberOfEachFlow(t *testing.T, sym bool) {
 	closeRing(t, p, set)
 }
 
-// BenchmarkRoutedPoll is the routed path's cost per packet in io mode:
+// BenchmarkRoutedPoll is the routed path's cost per packet in io mode,
+// and in roce mode with 2-way ECMP (classify, QP table, route, hash):
 // one net_ring port looping 32 RoCE frames to distinct hosts of a routed
 // subnet back to itself, each pass routed (header checks, FIB lookup,
 // rewrite). Their hop limit falls by one a pass: every 250 polls the
@@ -581,13 +711,15 @@ func testECMPMemberOfEachFlow(t *testing.T, sym bool) {
 // stop the world each time).
 func BenchmarkRoutedPoll(b *testing.B) {
 	for _, c := range []struct {
-		name     string
-		v6, ecmp bool
-	}{{"io-ipv4", false, false}, {"io-ipv6", true, false}, {"io-ipv4-ecmp", false, true}} {
+		name, mode string
+		v6, ecmp   bool
+	}{{"io-ipv4", "io", false, false}, {"io-ipv6", "io", true, false}, {"io-ipv4-ecmp", "io", false, true},
+		{"roce-ipv4-ecmp", "roce", false, true}, {"roce-ipv6-ecmp", "roce", true, true}} {
 		v6 := c.v6
 		b.Run(c.name, func(b *testing.B) {
-			cfg, set := openPorts(b, "io", "net_ring%d")
-			p := newPipeline(b, cfg, set, withHairpinVia(b, set, c.ecmp))
+			cfg, set := openPorts(b, c.mode, "net_ring%d")
+			p := newPipeline(b, cfg, set, withHairpinVia(b, set, c.ecmp),
+				func(s *Spec) { s.RoCE.VerifyICRC = false }) // off by default
 			w := p.Workers[0]
 			var frames [][]byte
 			for i := range 32 {
