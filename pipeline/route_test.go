@@ -675,6 +675,43 @@ func testECMPMemberOfEachFlow(t *testing.T, sym bool) {
 			t.Fatalf("fragment %d (flags %#04x): adjacencies got %v, want the frame at adjacency %d", i, flags, got, want)
 		}
 	}
+	// Other than RoCEv2: UDP to another port (no QP), TCP (its ports, no
+	// QP) and ICMP (neither), IPv4 and IPv6.
+	for i := range 300 {
+		f, k, _, s := frame(i, i%2 == 1, 20)
+		l3, protoAt := 14, 14+9
+		if s.IPv6 {
+			protoAt = 14 + 6
+		}
+		l4 := l3 + 20
+		if s.IPv6 {
+			l4 = l3 + 40
+		}
+		k.QP = 0
+		switch i % 3 {
+		case 0:
+			binary.BigEndian.PutUint16(f[l4+2:], 4792)
+			k.DPort = 4792
+		case 1:
+			f[protoAt], k.Proto = 6, 6
+		case 2:
+			f[protoAt], k.Proto = 1, 1
+			k.SPort, k.DPort = 0, 0
+		}
+		if !s.IPv6 {
+			roce.IPv4(f[14:]).SetChecksum()
+		}
+		lookup := v4.Lookup
+		if s.IPv6 {
+			lookup = v6.Lookup
+		}
+		path := plane.Paths[func() uint32 { nh, _ := lookup(s.DstIP); return nh }()]
+		want := plane.Buckets[path.First+plane.Hash.Sum(&k)&path.Mask]
+		sendFrame(t, w, set, f)
+		if got := routed(); !slices.Equal(got, tally([]uint32{want}, len(got))) || int(want) >= len(got) {
+			t.Fatalf("frame %d (protocol %d, % x): adjacencies got %v, want the frame at adjacency %d", i, k.Proto, f, got, want)
+		}
+	}
 	// Bursts of both families' ECMP frames with frames to the single next
 	// hop among them, and in every other burst tagged frames: each still
 	// lands at its own flow's member.

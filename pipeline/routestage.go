@@ -741,9 +741,16 @@ func (w *Worker) ecmpHashes(b *burst, ls []looked, nh []uint32, v4 bool) []uint3
 			}
 			e := (*[50]byte)(f) // Ethernet, IPv4 (IHL 5), UDP, the BTH to its destination QP
 			proto := e[23]
-			var ports, qp uint32
-			if binary.BigEndian.Uint16(e[20:])&0x3fff == 0 { // a fragment: only the first carries the ports
-				ports, qp = l4Fields(proto, (*[16]byte)(e[34:]))
+			// l4Fields written as selects: the words are read whatever the
+			// frame holds there, then zeroed unless they are a first
+			// fragment's UDP or TCP ports and a RoCEv2 BTH's QP. (Through
+			// l4Fields' branches the loop moved them through the stack.)
+			ports, qp := binary.BigEndian.Uint32(e[34:]), binary.BigEndian.Uint32(e[46:])&0xffffff
+			if binary.BigEndian.Uint16(e[20:])&0x3fff != 0 || proto != 17 && proto != 6 {
+				ports = 0
+			}
+			if proto != 17 || ports&0xffff != 4791 {
+				qp = 0
 			}
 			sums[n] = h.SumV4(binary.BigEndian.Uint32(e[26:]), binary.BigEndian.Uint32(e[30:]), routing.L4Word(proto, ports), qp)
 			n++
