@@ -249,9 +249,12 @@ const (
 	adjNoTx       = -2 // the worker has no tx queue on the port
 )
 
+// The burst's egress before and after its tx queues differ: values no
+// adjacency's tx is (a queue, adjUnresolved, adjNoTx), so that oneTx's
+// common case is one compare.
 const (
-	egressNone  = -1 // no packet resolved yet
-	egressMixed = -2 // the burst's packets go to several tx queues
+	egressNone  = -3 // no packet resolved yet
+	egressMixed = -4 // the burst's packets go to several tx queues
 )
 
 const (
@@ -658,13 +661,17 @@ func (w *Worker) resolvePass(b *burst, ls []looked, nh []uint32, v4 bool) {
 // oneTx is the fast loops' test of a packet to tx queue tx in a burst
 // whose packets so far all go to all (egressNone before the first): it
 // reports whether the burst still goes to one queue, and that queue. A
-// negative tx (an unresolved neighbour, the same value as egressNone, or
-// no tx queue) is for the general loop.
+// negative tx (an unresolved neighbour or no tx queue) is for the general
+// loop. The common case, a packet to the queue of the packets before it,
+// takes one compare: no tx equals egressNone.
 func oneTx(all, tx int) (int, bool) {
-	if tx < 0 || tx != all && all != egressNone {
-		return all, false
+	if tx == all {
+		return all, true
 	}
-	return tx, true
+	if all == egressNone && tx >= 0 {
+		return tx, true
+	}
+	return all, false
 }
 
 // rewrite sends the k-th looked-up packet l to adjacency o: its Ethernet
