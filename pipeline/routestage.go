@@ -356,7 +356,7 @@ func (w *Worker) routePass(b *burst) {
 // fragment, TTL above 1, a destination below 224, a right checksum) into
 // a4 and l4, at their own indices, and returns how many there are: the
 // first packet it does not take is the general loop's. (The check is the
-// general loop's, written out: through ipv4Words its flag costs six
+// general loop's, written out: through ipv4Words its flag costs five
 // instructions a packet more, and as one function it is too large to
 // inline.)
 func ipv4Run(pkts []*dpdk.Mbuf, a4 *[maxPoll]uint32, l4 *[maxPoll]looked) int {
