@@ -748,17 +748,7 @@ func (w *Worker) ecmpHashes(b *burst, ls []looked, nh []uint32, v4 bool) []uint3
 			}
 			e := (*[50]byte)(f) // Ethernet, IPv4 (IHL 5), UDP, the BTH to its destination QP
 			proto := e[23]
-			// l4Fields written as selects: the words are read whatever the
-			// frame holds there, then zeroed unless they are a first
-			// fragment's UDP or TCP ports and a RoCEv2 BTH's QP. (Through
-			// l4Fields' branches the loop moved them through the stack.)
-			ports, qp := binary.BigEndian.Uint32(e[34:]), binary.BigEndian.Uint32(e[46:])&0xffffff
-			if binary.BigEndian.Uint16(e[20:])&0x3fff != 0 || proto != 17 && proto != 6 {
-				ports = 0
-			}
-			if proto != 17 || ports&0xffff != 4791 {
-				qp = 0
-			}
+			ports, qp := l4Fields(proto, binary.BigEndian.Uint16(e[20:]), (*[16]byte)(e[34:]))
 			sums[n] = h.SumV4(binary.BigEndian.Uint32(e[26:]), binary.BigEndian.Uint32(e[30:]), routing.L4Word(proto, ports), qp)
 			n++
 		}
@@ -791,10 +781,7 @@ func (w *Worker) ecmpHashes(b *burst, ls []looked, nh []uint32, v4 bool) []uint3
 			}
 			h4 := (*[36]byte)(ip) // IHL 5: the routed path takes no options
 			proto := h4[9]
-			var ports, qp uint32
-			if binary.BigEndian.Uint16(h4[6:])&0x3fff == 0 { // a fragment: only the first carries the ports
-				ports, qp = l4Fields(proto, (*[16]byte)(h4[20:]))
-			}
+			ports, qp := l4Fields(proto, binary.BigEndian.Uint16(h4[6:]), (*[16]byte)(h4[20:]))
 			src, dst := binary.BigEndian.Uint32(h4[12:]), binary.BigEndian.Uint32(h4[16:])
 			key := &keys[n]
 			key.S0, key.S1, key.D0, key.D1 = 0, uint64(src), 0, uint64(dst)
@@ -806,7 +793,7 @@ func (w *Worker) ecmpHashes(b *burst, ls []looked, nh []uint32, v4 bool) []uint3
 			}
 			h6 := (*[56]byte)(ip)
 			proto := h6[6]
-			ports, qp := l4Fields(proto, (*[16]byte)(h6[40:]))
+			ports, qp := l4Fields(proto, 0, (*[16]byte)(h6[40:]))
 			key := &keys[n]
 			key.S0, key.S1 = binary.BigEndian.Uint64(h6[8:]), binary.BigEndian.Uint64(h6[16:])
 			key.D0, key.D1 = binary.BigEndian.Uint64(h6[24:]), binary.BigEndian.Uint64(h6[32:])
@@ -831,23 +818,25 @@ func (rs *routeStage) sum4(ip []byte) uint32 {
 	}
 	h4 := (*[36]byte)(ip)
 	proto := h4[9]
-	var ports, qp uint32
-	if binary.BigEndian.Uint16(h4[6:])&0x3fff == 0 {
-		ports, qp = l4Fields(proto, (*[16]byte)(h4[20:]))
-	}
+	ports, qp := l4Fields(proto, binary.BigEndian.Uint16(h4[6:]), (*[16]byte)(h4[20:]))
 	return rs.plane.Hash.SumV4(binary.BigEndian.Uint32(h4[12:]), binary.BigEndian.Uint32(h4[16:]), routing.L4Word(proto, ports), qp)
 }
 
 // l4Fields reads the ports of a UDP or TCP header l4, as source<<16 |
-// destination (0 for another protocol), and the BTH destination QP of a
-// RoCEv2 packet (0 for any other).
-func l4Fields(proto uint8, l4 *[16]byte) (ports, qp uint32) {
-	if proto != 17 && proto != 6 {
-		return 0, 0
+// destination (0 for another protocol, and for an IPv4 fragment, whose
+// flags and offset word is frag: only the first fragment carries them;
+// IPv6 passes 0), and the BTH destination QP of a RoCEv2 packet (0 for
+// any other).
+//
+// Both words are read whatever l4 holds and zeroed by selects: through
+// branches, ecmpHashes' common loop moved them through the stack.
+func l4Fields(proto uint8, frag uint16, l4 *[16]byte) (ports, qp uint32) {
+	ports, qp = binary.BigEndian.Uint32(l4[0:]), binary.BigEndian.Uint32(l4[12:])&0xffffff
+	if frag&0x3fff != 0 || proto != 17 && proto != 6 {
+		ports = 0
 	}
-	ports = binary.BigEndian.Uint32(l4[0:])
-	if proto == 17 && ports&0xffff == 4791 {
-		qp = binary.BigEndian.Uint32(l4[12:]) & 0xffffff
+	if proto != 17 || ports&0xffff != 4791 {
+		qp = 0
 	}
 	return ports, qp
 }
