@@ -18,9 +18,10 @@
 // fit in the CPU's caches. A burst is looked up in three passes (Add,
 // Find, Update) so that the cache misses of a whole burst overlap: Add
 // hashes every packet's key, Find prefetches the keys' buckets and then
-// picks each packet's slot from its bucket alone and prefetches the slots,
-// Update (Settle, then CountStaged, which the data path calls itself)
-// counts each packet into its slot. A bucket is one cache line of
+// picks each packet's slot from its bucket alone and starts loading the
+// first slots, Update (Settle, then CountStaged, which the data path calls
+// itself) counts each packet into its slot while the caller keeps the
+// slots of the packets a few ahead loading (Ahead). A bucket is one cache line of
 // eight signatures and coarse last-seen times, so a lookup, an insertion
 // and the choice of a victim read one line, never the slots themselves.
 // What packets update sits in one cache line, the slot; what only NAKs,
@@ -613,8 +614,10 @@ func (t *Table) Prefetch(b *Batch) {
 }
 
 // Find chooses every staged packet's slot from its bucket, claiming one
-// for a key the table does not hold, and starts loading the slots, so
-// that Update finds them in the cache. now is unix nanoseconds.
+// for a key the table does not hold, and starts loading the first
+// SlotLead packets' slots, so that Update finds them in the cache (the
+// caller asks for the rest with Ahead as it counts). now is unix
+// nanoseconds.
 func (t *Table) Find(b *Batch, now int64) {
 	n := b.n
 	if n == 0 {
@@ -645,21 +648,47 @@ func (t *Table) Find(b *Batch, now int64) {
 		bk.age[w&(ways-1)] = age
 		it.slot = it.bkt*ways + uint32(w)
 	}
-	slots := b.slots[:2*n]
+	t.Ahead(b, 0, SlotLead)
+}
+
+// SlotLead is how many staged packets ahead of the one being counted the
+// caller keeps the slots loading (Ahead): Find starts the first SlotLead,
+// and the caller asks for more as it goes. All of a large poll's slots at
+// once were more loads than the core keeps in flight: most of them were
+// not started, and the count stalled on them.
+const SlotLead = 16
+
+// Ahead starts loading the slot lines of the staged packets from to to
+// (Find chose their slots): aheadLines.
+func (t *Table) Ahead(b *Batch, from, to int) {
+	prefetch.Lines(t.aheadLines(b, from, to))
+}
+
+// aheadLines lists the lines the count of the staged packets from to to
+// (to capped at the batch's end) reads and writes: the first line of each
+// packet's slot, and of its cold part for a new flow or a CE mark. A
+// packet of its predecessor's flow shares its lines.
+func (t *Table) aheadLines(b *Batch, from, to int) []uintptr {
+	to = min(to, b.n)
+	if from >= to {
+		return nil
+	}
+	items := b.items[from:to]
+	slots := b.slots[:2*len(items)]
 	ns := 0
 	for i := range items {
 		it := &items[i]
 		if it.again && !it.ce {
-			continue // the packet before loaded the slot
+			continue // the packet before loads the slot
 		}
 		slots[ns] = uintptr(unsafe.Pointer(&t.slots[it.slot]))
 		ns++
-		if it.fresh || it.ce { // Update writes the first line of its cold part too
+		if it.fresh || it.ce {
 			slots[ns] = uintptr(unsafe.Pointer(&t.cold[it.slot]))
 			ns++
 		}
 	}
-	prefetch.Lines(slots[:ns])
+	return slots[:ns]
 }
 
 // miss is Find for a key not in its first bucket: it looks in the second,

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"roce-fwd/internal/roceframe"
 	"roce-fwd/roce"
@@ -941,5 +942,67 @@ func TestTopOrderAndAllocations(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(5, func() { _, _ = Top(flows, 10, "bytes") }); a > 2 {
 		t.Errorf("Top of %d flows: %v allocations, want 2", len(flows), a)
+	}
+}
+
+// The lines Ahead has the CPU load are those the count of each staged
+// packet touches: its slot's first line (once for a run of packets of one
+// flow), and its cold part's first line for a new flow or a CE mark, in
+// order, for the range asked, capped at the batch's end.
+func TestAheadLines(t *testing.T) {
+	tab := New(1024, 0)
+	b := NewBatch(64)
+	known := map[uint32]bool{}
+	for _, first := range []uint32{1000, 1001} {
+		// The first packet of each burst is of a new flow: the memo knows
+		// none, so every packet is staged.
+		qps := []uint32{first}
+		for i := range 39 {
+			qps = append(qps, uint32(i/2)) // runs of two packets of a flow
+		}
+		tab.Begin(b, 1)
+		var rs []roce.Result
+		var fs [][]byte
+		for j, qp := range qps {
+			p := pkt{src: "10.0.0.1", dst: "10.0.0.2", qp: qp, op: sendOnly, psn: 1}
+			if j%5 == 0 {
+				p.ecn = 3
+			}
+			f, r := frame(t, p)
+			fs, rs = append(fs, f), append(rs, r)
+			if stage(tab, b, j, f, &rs[j]) >= 0 {
+				t.Fatalf("packet %d was counted, not staged", j)
+			}
+		}
+		tab.Find(b, 1)
+		ranges := [][2]int{{0, SlotLead}, {16, 24}, {32, 48}, {40, 48}, {48, 56}}
+		got := make([][]uintptr, len(ranges))
+		for i, rg := range ranges {
+			got[i] = slices.Clone(tab.aheadLines(b, rg[0], rg[1]))
+		}
+		slots := make([]int32, len(qps))
+		for k := range b.Len() {
+			slots[k] = tab.Update(b, k, &rs[k], len(fs[k]), 1)
+		}
+		for i, rg := range ranges {
+			var want []uintptr
+			for k := rg[0]; k < min(rg[1], len(qps)); k++ {
+				again := k > 0 && qps[k] == qps[k-1]
+				ce := rs[k].ECN == 3
+				fresh := !known[qps[k]] && !again
+				if !again || ce {
+					want = append(want, uintptr(unsafe.Pointer(&tab.slots[slots[k]])))
+				}
+				if fresh || ce {
+					want = append(want, uintptr(unsafe.Pointer(&tab.cold[slots[k]])))
+				}
+			}
+			if !slices.Equal(got[i], want) {
+				t.Errorf("first QP %d, packets %d-%d: lines %x, want %x", first, rg[0], rg[1], got[i], want)
+			}
+		}
+		for _, qp := range qps {
+			known[qp] = true
+		}
 	}
 }
