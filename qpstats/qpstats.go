@@ -267,7 +267,7 @@ const SlotBytes = int(unsafe.Sizeof(bucket{}))/ways + int(unsafe.Sizeof(slot{}))
 const slotAlign = 64
 
 // A bucket and a slot are one cache line each, and a cold part three
-// (Find prefetches them by line): the build fails otherwise.
+// (Find and Ahead prefetch them by line): the build fails otherwise.
 var (
 	_ [unsafe.Sizeof(bucket{}) - 64]byte
 	_ [64 - unsafe.Sizeof(bucket{})]byte
