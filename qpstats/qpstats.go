@@ -21,9 +21,10 @@
 // picks each packet's slot from its bucket alone and starts loading the
 // first slots, Update (Settle, then CountStaged, which the data path calls
 // itself) counts each packet into its slot while the caller keeps the
-// slots of the packets a few ahead loading (Ahead). A bucket is one cache line of
-// eight signatures and coarse last-seen times, so a lookup, an insertion
-// and the choice of a victim read one line, never the slots themselves.
+// slots of the packets a few ahead loading (Ahead). A bucket is one cache
+// line of eight signatures and coarse last-seen times, so a lookup, an
+// insertion and the choice of a victim read one line, never the slots
+// themselves.
 // What packets update sits in one cache line, the slot; what only NAKs,
 // CE marks, counter carries and insertions touch is kept apart, and an
 // insertion writes only its first line (the rest is zeroed at the flow's
