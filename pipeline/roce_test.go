@@ -110,6 +110,25 @@ func TestRoCEPollDoesNotAllocate(t *testing.T) {
 		testRoCEPollAllocs(t, withImpair(t, "every 2 action set_ce", "every 3 action clear_ecn",
 			"every 50 action delay 1us jitter 1us", "every 101 action reorder 2", "qp 0x999 action drop"))
 	})
+	// 512 flows looped, polls of up to 128 packets: every lookup staged,
+	// the slots loaded ahead of the count (qpstats.Table.Ahead).
+	t.Run("512-flows", func(t *testing.T) {
+		cfg, set := openPorts(t, "roce", "net_ring%d")
+		p := newPipeline(t, cfg, set, func(s *Spec) { s.RoCE.QPTable = 4096 })
+		w := primeRingFlows(t, p, set, 512)
+		allocs := testing.AllocsPerRun(500, func() {
+			w.Poll()
+			w.serveMailbox()
+		})
+		if allocs != 0 {
+			t.Errorf("%v allocations per poll", allocs)
+		}
+		p.Stop()
+		if flows, st := p.QPFlows(); len(flows) < 512*3/4 || st.Evictions != 0 {
+			t.Errorf("%d flows in the QP table, %+v: not the flows primed", len(flows), st)
+		}
+		closeRing(t, p, set)
+	})
 }
 
 // sixteenRules are impairment rules as a busy drill has them: fifteen on
