@@ -131,8 +131,8 @@ const stageLoads = 8
 
 // qpPass counts the packets classifyPass staged into the per-QP table:
 // every slot is found (their buckets loading since classifyPass), and each
-// packet is counted into its slot, the slots of the packets
-// qpstats.SlotLead ahead loading meanwhile.
+// packet is counted into its slot, the slots of the packets a few ahead
+// loading meanwhile (qpstats.Table.Ahead).
 //
 //go:noinline
 func (w *Worker) qpPass(b *burst) {
@@ -140,22 +140,15 @@ func (w *Worker) qpPass(b *burst) {
 	if qp == nil || batch.Len() == 0 {
 		return
 	}
-	qp.Find(batch, w.now) // the first SlotLead slots start loading
+	qp.Find(batch, w.now)
 	for k := range batch.Len() {
-		if k%aheadStep == 0 {
-			qp.Ahead(batch, k+qpstats.SlotLead, k+qpstats.SlotLead+aheadStep)
-		}
+		qp.Ahead(batch, k)
 		j := batch.Pkt(k)
 		slot := qp.Settle(batch, k, w.now)
 		b.qslot[j] = slot
 		qp.CountStaged(slot, &b.res[j], int(b.size[j]))
 	}
 }
-
-// aheadStep is how many staged packets' slots qpPass asks for at a time:
-// a call per eight packets, not one per packet, whose spills around the
-// call would cost every packet.
-const aheadStep = 8
 
 // roceBadICRC looks packet j of b, a RoCEv2 frame whose ICRC is bad, up
 // in the QP table, which counts it like any other of the flow.

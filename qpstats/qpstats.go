@@ -616,8 +616,8 @@ func (t *Table) Prefetch(b *Batch) {
 
 // Find chooses every staged packet's slot from its bucket, claiming one
 // for a key the table does not hold, and starts loading the first
-// SlotLead packets' slots, so that Update finds them in the cache (the
-// caller asks for the rest with Ahead as it counts). now is unix
+// slotLead packets' slots, so that Update finds them in the cache (the
+// caller has the rest loaded with Ahead as it counts). now is unix
 // nanoseconds.
 func (t *Table) Find(b *Batch, now int64) {
 	n := b.n
@@ -649,19 +649,38 @@ func (t *Table) Find(b *Batch, now int64) {
 		bk.age[w&(ways-1)] = age
 		it.slot = it.bkt*ways + uint32(w)
 	}
-	t.Ahead(b, 0, SlotLead)
+	t.loadSlots(b, 0, slotLead)
 }
 
-// SlotLead is how many staged packets ahead of the one being counted the
-// caller keeps the slots loading (Ahead): Find starts the first SlotLead,
-// and the caller asks for more as it goes. All of a large poll's slots at
-// once were more loads than the core keeps in flight: most of them were
-// not started, and the count stalled on them.
-const SlotLead = 16
+// slotLead is how many staged packets ahead of the one being counted the
+// slots are loading: Find starts the first slotLead, and Ahead the rest,
+// aheadStep at a time, as the caller counts. All of a large poll's slots
+// at once were more loads than the core keeps in flight: most of them
+// were not started, and the count stalled on them.
+const slotLead = 16
 
-// Ahead starts loading the slot lines of the staged packets from to to
-// (Find chose their slots): aheadLines.
-func (t *Table) Ahead(b *Batch, from, to int) {
+// aheadStep is how many packets' slots Ahead asks for at a time: a call
+// every eight packets, not one per packet, whose spills around the call
+// would cost every packet.
+const aheadStep = 8
+
+// Find's slotLead and Ahead's steps cover every packet once: the build
+// fails unless aheadStep divides slotLead.
+var _ = [1]struct{}{}[slotLead%aheadStep]
+
+// Ahead tells the table that the caller is about to count the k-th staged
+// packet (Settle, then CountStaged): every aheadStep packets it starts
+// loading the slots of the packets slotLead ahead. Small enough to be
+// inlined: the count's loop makes a call once per aheadStep packets.
+func (t *Table) Ahead(b *Batch, k int) {
+	if k%aheadStep == 0 {
+		t.loadSlots(b, k+slotLead, k+slotLead+aheadStep)
+	}
+}
+
+// loadSlots starts loading the slot lines of the staged packets from to
+// to: aheadLines.
+func (t *Table) loadSlots(b *Batch, from, to int) {
 	prefetch.Lines(t.aheadLines(b, from, to))
 }
 

@@ -975,7 +975,7 @@ func TestAheadLines(t *testing.T) {
 			}
 		}
 		tab.Find(b, 1)
-		ranges := [][2]int{{0, SlotLead}, {16, 24}, {32, 48}, {40, 48}, {48, 56}}
+		ranges := [][2]int{{0, slotLead}, {16, 24}, {32, 48}, {40, 48}, {48, 56}}
 		got := make([][]uintptr, len(ranges))
 		for i, rg := range ranges {
 			got[i] = slices.Clone(tab.aheadLines(b, rg[0], rg[1]))
